@@ -1,0 +1,60 @@
+//! The `bookmarks` command line. `bin/bookmarks.rs` only calls [`main`].
+//!
+//! Every subcommand takes `--config PATH` (else `AUTUMN_CONFIG`, else `./autumn.toml`).
+//! Exit codes: 0 success, 1 runtime failure, 2 bad configuration or arguments.
+
+mod check_config;
+mod route;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+use crate::configuration::{ConfigError, DEFAULT_CONFIG_PATH, Settings};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "bookmarks",
+    version,
+    about = "A sharded multi-tenant bookmarks service"
+)]
+pub struct Cli {
+    /// The topology file.
+    #[arg(long, global = true, env = "AUTUMN_CONFIG", default_value = DEFAULT_CONFIG_PATH)]
+    pub config: PathBuf,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Print where keys route: one JSON object per key. Needs no database.
+    Route(route::RouteArgs),
+    /// Validate the topology and print the slot map and connection budget.
+    CheckConfig,
+}
+
+pub const EXIT_CONFIG: u8 = 2;
+
+/// Parses arguments and runs the chosen command.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Route(args) => with_settings(&cli.config, |s| route::run(s, &args)),
+        Command::CheckConfig => with_settings(&cli.config, check_config::run),
+    }
+}
+
+fn with_settings(path: &std::path::Path, run: impl FnOnce(&Settings) -> ExitCode) -> ExitCode {
+    match Settings::load(path) {
+        Ok(settings) => run(&settings),
+        Err(e) => report_config_error(&e),
+    }
+}
+
+fn report_config_error(e: &ConfigError) -> ExitCode {
+    eprintln!("error: {e}");
+    ExitCode::from(EXIT_CONFIG)
+}

@@ -1,0 +1,284 @@
+//! Typed settings from `autumn.toml` plus `AUTUMN_*` environment overrides.
+//!
+//! The file is read into a TOML tree, environment overrides are laid over that tree (shards
+//! addressed by position: `AUTUMN_DATABASE__SHARDS__1__PRIMARY_URL`), and only then is the
+//! result typed and validated, so a value is checked the same way wherever it came from.
+//! Overlaying by array position is why this is not done by a generic layering crate: they
+//! replace arrays wholesale rather than merging `shards[i]` field by field.
+
+use std::fmt;
+use std::path::Path;
+
+use serde::Deserialize;
+use toml::{Table, Value};
+
+use crate::sharding::Topology;
+use crate::sharding::topology::{RawDatabase, RawSharding};
+
+const ENV_PREFIX: &str = "AUTUMN_";
+pub const DEFAULT_CONFIG_PATH: &str = "autumn.toml";
+pub const DEFAULT_TENANT_HEADER: &str = "X-Tenant-Id";
+
+/// Everything the application is configured with.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Where the settings came from, for messages.
+    pub origin: String,
+    pub topology: Topology,
+    pub tenancy: TenancySettings,
+}
+
+/// `[tenancy]`: how a request names its tenant.
+#[derive(Debug, Clone)]
+pub struct TenancySettings {
+    pub enabled: bool,
+    /// The request header carrying the tenant id (the only supported source).
+    pub header: String,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSettings {
+    database: Option<RawDatabase>,
+    #[serde(default)]
+    tenancy: RawTenancy,
+    #[serde(default)]
+    sharding: RawSharding,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTenancy {
+    enabled: Option<bool>,
+    source: Option<String>,
+    header: Option<String>,
+}
+
+/// Why settings could not be loaded: every problem found, ready to print.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError {
+    pub origin: String,
+    pub problems: Vec<String>,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let n = self.problems.len();
+        write!(
+            f,
+            "invalid configuration ({}): {n} problem{}",
+            self.origin,
+            if n == 1 { "" } else { "s" }
+        )?;
+        for p in &self.problems {
+            write!(f, "\n  - {p}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+impl Settings {
+    /// Loads `path` with overrides from the process environment.
+    pub fn load(path: &Path) -> Result<Self, ConfigError> {
+        Self::load_with_env(path, std::env::vars())
+    }
+
+    /// Loads `path` with overrides from `env` (tests pass their own variables).
+    pub fn load_with_env(
+        path: &Path,
+        env: impl IntoIterator<Item = (String, String)>,
+    ) -> Result<Self, ConfigError> {
+        let origin = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
+            origin: origin.clone(),
+            problems: vec![format!("cannot read {origin}: {e}")],
+        })?;
+        Self::from_toml_str(&text, &origin, env)
+    }
+
+    /// Parses settings from TOML text; `origin` names the text in messages.
+    pub fn from_toml_str(
+        text: &str,
+        origin: &str,
+        env: impl IntoIterator<Item = (String, String)>,
+    ) -> Result<Self, ConfigError> {
+        let fail = |problems: Vec<String>| ConfigError {
+            origin: origin.to_owned(),
+            problems,
+        };
+        let mut tree: Table = text
+            .parse()
+            .map_err(|e: toml::de::Error| fail(vec![format!("not valid TOML: {}", e.message())]))?;
+        let mut env: Vec<(String, String)> = env.into_iter().collect();
+        env.sort();
+        let problems = overlay_env(&mut tree, &env);
+        if !problems.is_empty() {
+            return Err(fail(problems));
+        }
+        let raw: RawSettings =
+            serde_path_to_error::deserialize(Value::Table(tree)).map_err(|e| {
+                // The inner message repeats the path on extra lines; the first line says it all.
+                let inner = e.inner().to_string();
+                let first = inner.lines().next().unwrap_or_default().to_owned();
+                fail(vec![format!("{}: {first}", e.path())])
+            })?;
+        Self::validate(raw, origin).map_err(fail)
+    }
+
+    fn validate(raw: RawSettings, origin: &str) -> Result<Self, Vec<String>> {
+        let mut problems = Vec::new();
+        let tenancy = validate_tenancy(&raw.tenancy, &mut problems);
+        let topology = match raw.database {
+            Some(db) => Topology::from_raw(&db, &raw.sharding)
+                .map_err(|p| problems.extend(p))
+                .ok(),
+            None => {
+                problems.push("[database] section is missing".to_owned());
+                None
+            }
+        };
+        match topology {
+            Some(topology) if problems.is_empty() => Ok(Self {
+                origin: origin.to_owned(),
+                topology,
+                tenancy,
+            }),
+            _ => Err(problems),
+        }
+    }
+}
+
+fn validate_tenancy(raw: &RawTenancy, problems: &mut Vec<String>) -> TenancySettings {
+    if let Some(source) = raw.source.as_deref().filter(|s| *s != "header") {
+        problems.push(format!(
+            "[tenancy] source {source:?} is not supported; the only source is \"header\""
+        ));
+    }
+    let header = raw
+        .header
+        .clone()
+        .unwrap_or_else(|| DEFAULT_TENANT_HEADER.to_owned());
+    if header.is_empty()
+        || !header
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-')
+    {
+        problems.push(format!(
+            "[tenancy] header {header:?} is not a valid header name (letters, digits and '-')"
+        ));
+    }
+    TenancySettings {
+        enabled: raw.enabled.unwrap_or(true),
+        header,
+    }
+}
+
+/// Lays `AUTUMN_SECTION__FIELD[__INDEX__FIELD]` variables over the TOML tree.
+/// Returns the problems found; each names the variable.
+fn overlay_env(tree: &mut Table, env: &[(String, String)]) -> Vec<String> {
+    let mut problems = Vec::new();
+    for (var, raw_value) in env {
+        let Some(rest) = var.strip_prefix(ENV_PREFIX) else {
+            continue;
+        };
+        let path: Vec<String> = rest.split("__").map(str::to_ascii_lowercase).collect();
+        // AUTUMN_CONFIG, AUTUMN_ENV and friends are not settings paths.
+        if path.len() < 2 {
+            continue;
+        }
+        if path[0] == "sharding" && path[1] == "pins" {
+            problems.push(format!(
+                "{var}: pins cannot be set from the environment (tenant ids are case-sensitive, \
+                 variable names are not); set them in [sharding.pins]"
+            ));
+            continue;
+        }
+        let leaf = path.last().expect("at least two segments");
+        let value = match typed_value(leaf, raw_value) {
+            Ok(v) => v,
+            Err(why) => {
+                problems.push(format!("{var}: {why}"));
+                continue;
+            }
+        };
+        if let Err(why) = set_path(tree, &path, value) {
+            problems.push(format!("{var}: {why}"));
+        }
+    }
+    problems
+}
+
+/// Environment values are text; fields that are numbers, booleans or lists are converted here.
+fn typed_value(field: &str, raw: &str) -> Result<Value, String> {
+    match field {
+        "slots" => Ok(Value::Array(
+            raw.split(',')
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(|s| Value::String(s.to_owned()))
+                .collect(),
+        )),
+        f if f.ends_with("pool_size") || f.ends_with("_ms") => raw
+            .trim()
+            .parse::<u32>()
+            .map(|n| Value::Integer(i64::from(n)))
+            .map_err(|_| format!("{raw:?} is not a whole number")),
+        "enabled" | "directory_router" => match raw.trim() {
+            "true" | "1" => Ok(Value::Boolean(true)),
+            "false" | "0" => Ok(Value::Boolean(false)),
+            _ => Err(format!("{raw:?} is not true or false")),
+        },
+        _ => Ok(Value::String(raw.to_owned())),
+    }
+}
+
+fn set_path(tree: &mut Table, path: &[String], value: Value) -> Result<(), String> {
+    let (leaf, parents) = path.split_last().expect("non-empty path");
+    let mut node: &mut Value = tree
+        .entry(parents[0].clone())
+        .or_insert_with(|| empty_container_for(parents.get(1).unwrap_or(leaf)));
+    for (depth, segment) in parents.iter().enumerate().skip(1) {
+        let next = parents.get(depth + 1).unwrap_or(leaf);
+        node = step(node, segment, next)?;
+    }
+    match node {
+        Value::Table(t) => {
+            t.insert(leaf.clone(), value);
+            Ok(())
+        }
+        _ => Err(format!("{} is not a table", parents.join("."))),
+    }
+}
+
+/// Moves one segment down, creating what is missing. Numeric segments index arrays and
+/// grow them, so an override for a shard index past the file's list adds that shard.
+fn step<'a>(node: &'a mut Value, segment: &str, next: &str) -> Result<&'a mut Value, String> {
+    match node {
+        Value::Array(items) => {
+            let index: usize = segment
+                .parse()
+                .map_err(|_| format!("{segment:?} is not a list position"))?;
+            if index > 1024 {
+                return Err(format!("list position {index} is implausibly large"));
+            }
+            while items.len() <= index {
+                items.push(Value::Table(Table::new()));
+            }
+            Ok(&mut items[index])
+        }
+        Value::Table(t) => Ok(t
+            .entry(segment.to_owned())
+            .or_insert_with(|| empty_container_for(next))),
+        _ => Err(format!("{segment:?} is inside a value that is not a table")),
+    }
+}
+
+fn empty_container_for(next_segment: &str) -> Value {
+    if next_segment.bytes().all(|b| b.is_ascii_digit()) {
+        Value::Array(Vec::new())
+    } else {
+        Value::Table(Table::new())
+    }
+}

@@ -1,0 +1,57 @@
+//! `DbUrl`: a parsed Postgres connection URL that never prints its password.
+
+use std::fmt;
+
+/// A `postgres://` or `postgresql://` URL with a host. `Display` masks the password, so a
+/// `DbUrl` is safe to log and to print in `check-config`; `expose()` gives the real string
+/// to the connection layer only.
+#[derive(Clone, PartialEq, Eq)]
+pub struct DbUrl(url::Url);
+
+impl DbUrl {
+    pub fn parse(raw: &str) -> Result<Self, String> {
+        let url = url::Url::parse(raw).map_err(|e| format!("{e}"))?;
+        if !matches!(url.scheme(), "postgres" | "postgresql") {
+            return Err(format!(
+                "scheme is {:?}, expected \"postgres\" or \"postgresql\"",
+                url.scheme()
+            ));
+        }
+        if url.host_str().is_none_or(str::is_empty) {
+            return Err("it has no host".to_owned());
+        }
+        Ok(Self(url))
+    }
+
+    /// The URL including its password, for connecting.
+    pub fn expose(&self) -> &str {
+        self.0.as_str()
+    }
+
+    pub fn host(&self) -> &str {
+        self.0.host_str().unwrap_or_default()
+    }
+
+    /// `host:port/database`: enough to tell servers apart in a table or a log line.
+    pub fn short(&self) -> String {
+        let port = self.0.port().unwrap_or(5432);
+        format!("{}:{port}{}", self.host(), self.0.path())
+    }
+}
+
+impl fmt::Display for DbUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut shown = self.0.clone();
+        if shown.password().is_some() {
+            // Cannot fail: the URL has a host, checked in `parse`.
+            let _ = shown.set_password(Some("***"));
+        }
+        f.write_str(shown.as_str())
+    }
+}
+
+impl fmt::Debug for DbUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "DbUrl({self})")
+    }
+}

@@ -1,0 +1,504 @@
+//! The validated shard topology: which shards exist, how to reach them, and which slots each
+//! one owns. Built from the `[database]` and `[sharding]` sections of `autumn.toml`.
+//!
+//! Validation reports every problem it finds at once, each naming the shard and slots
+//! involved, because a topology is usually edited in a hurry during an incident.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use super::db_url::DbUrl;
+use super::shard_name::ShardName;
+use super::slot::SLOT_COUNT;
+use super::slot_range::{SlotRange, compact, display_ranges};
+
+pub const DEFAULT_CONTROL_POOL_SIZE: u32 = 8;
+pub const DEFAULT_PRIMARY_POOL_SIZE: u32 = 8;
+pub const DEFAULT_REPLICA_POOL_SIZE: u32 = 4;
+const DEFAULT_CONNECT_TIMEOUT_MS: u64 = 2_000;
+const DEFAULT_ACQUIRE_TIMEOUT_MS: u64 = 3_000;
+
+/// `[database]` as written in the file, before validation.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawDatabase {
+    /// The control role: framework state, never sharded.
+    pub primary_url: Option<String>,
+    /// Control pool size.
+    pub pool_size: Option<u32>,
+    /// Default shard primary pool size.
+    pub primary_pool_size: Option<u32>,
+    /// Default shard replica pool size.
+    pub replica_pool_size: Option<u32>,
+    /// Default `replica_fallback` for shards that do not set one.
+    pub replica_fallback: Option<String>,
+    /// How long opening one connection may take before the shard counts as down.
+    pub connect_timeout_ms: Option<u64>,
+    /// How long a request waits for a pooled connection.
+    pub acquire_timeout_ms: Option<u64>,
+    #[serde(default)]
+    pub shards: Vec<RawShard>,
+}
+
+/// One `[[database.shards]]` entry as written in the file.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawShard {
+    pub name: Option<String>,
+    pub primary_url: Option<String>,
+    pub slots: Option<Vec<SlotEntry>>,
+    pub replica_url: Option<String>,
+    pub replica_fallback: Option<String>,
+    pub primary_pool_size: Option<u32>,
+    pub replica_pool_size: Option<u32>,
+}
+
+/// A `slots` list entry: a bare index (`42` or `"42"`) or an inclusive range (`"0-8191"`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum SlotEntry {
+    Index(i64),
+    Text(String),
+}
+
+/// `[sharding]` as written in the file.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawSharding {
+    /// Tenant key → shard name, consulted before the hash.
+    #[serde(default)]
+    pub pins: BTreeMap<String, String>,
+    /// Route through the control database's directory table (a later feature).
+    #[serde(default)]
+    pub directory_router: bool,
+}
+
+/// What a shard's replica reads do when the replica is not ready.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReplicaFallback {
+    /// Stay ready and serve reads from the shard's primary.
+    Primary,
+    /// Report the shard down and refuse replica reads.
+    FailReadiness,
+}
+
+impl ReplicaFallback {
+    fn parse(raw: &str) -> Option<Self> {
+        match raw {
+            "primary" => Some(Self::Primary),
+            "fail_readiness" => Some(Self::FailReadiness),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Primary => "primary",
+            Self::FailReadiness => "fail_readiness",
+        }
+    }
+}
+
+/// One validated shard.
+#[derive(Debug, Clone)]
+pub struct ShardSpec {
+    pub name: ShardName,
+    pub primary_url: DbUrl,
+    pub replica_url: Option<DbUrl>,
+    pub replica_fallback: ReplicaFallback,
+    pub primary_pool_size: u32,
+    pub replica_pool_size: u32,
+    /// The slots this shard owns, compacted; empty for a drained shard.
+    pub slots: Vec<SlotRange>,
+}
+
+impl ShardSpec {
+    pub fn slot_count(&self) -> u32 {
+        self.slots.iter().map(|r| r.len()).sum()
+    }
+
+    /// Connections this shard may hold open at once.
+    pub fn max_connections(&self) -> u32 {
+        let replica = if self.replica_url.is_some() {
+            self.replica_pool_size
+        } else {
+            0
+        };
+        self.primary_pool_size + replica
+    }
+}
+
+/// The whole validated topology: control role, shards in declaration order, slot map, pins.
+#[derive(Debug, Clone)]
+pub struct Topology {
+    pub control_url: DbUrl,
+    pub control_pool_size: u32,
+    pub connect_timeout: Duration,
+    pub acquire_timeout: Duration,
+    pub shards: Vec<ShardSpec>,
+    /// `owner[slot]` is the index into `shards` of the slot's owner.
+    owner: Box<[u16]>,
+    /// Tenant key → index into `shards`.
+    pub pins: BTreeMap<String, usize>,
+    pub directory_router: bool,
+    /// Whether the slot map was auto-split (no shard declared `slots`).
+    pub auto_assigned: bool,
+}
+
+impl Topology {
+    /// Validates the raw sections, returning every problem found.
+    pub fn from_raw(db: &RawDatabase, sharding: &RawSharding) -> Result<Self, Vec<String>> {
+        let mut problems = Vec::new();
+
+        let control_url = required_url("[database] primary_url", db.primary_url.as_deref())
+            .map_err(|p| problems.push(p))
+            .ok();
+        let control_pool_size = pool_size(
+            "[database] pool_size",
+            db.pool_size,
+            DEFAULT_CONTROL_POOL_SIZE,
+            &mut problems,
+        );
+        let default_primary = pool_size(
+            "[database] primary_pool_size",
+            db.primary_pool_size,
+            DEFAULT_PRIMARY_POOL_SIZE,
+            &mut problems,
+        );
+        let default_replica = pool_size(
+            "[database] replica_pool_size",
+            db.replica_pool_size,
+            DEFAULT_REPLICA_POOL_SIZE,
+            &mut problems,
+        );
+        let default_fallback = match db.replica_fallback.as_deref() {
+            None => ReplicaFallback::Primary,
+            Some(raw) => ReplicaFallback::parse(raw).unwrap_or_else(|| {
+                problems.push(format!(
+                    "[database] replica_fallback {raw:?} is not one of \"primary\", \"fail_readiness\""
+                ));
+                ReplicaFallback::Primary
+            }),
+        };
+        let connect_timeout = timeout(
+            "[database] connect_timeout_ms",
+            db.connect_timeout_ms,
+            DEFAULT_CONNECT_TIMEOUT_MS,
+            &mut problems,
+        );
+        let acquire_timeout = timeout(
+            "[database] acquire_timeout_ms",
+            db.acquire_timeout_ms,
+            DEFAULT_ACQUIRE_TIMEOUT_MS,
+            &mut problems,
+        );
+
+        if db.shards.is_empty() {
+            problems.push(
+                "[database] declares no shards: add at least one [[database.shards]] entry"
+                    .to_owned(),
+            );
+        }
+
+        let labels: Vec<String> = db
+            .shards
+            .iter()
+            .enumerate()
+            .map(|(i, s)| match s.name.as_deref() {
+                Some(n) if !n.is_empty() => format!("shard {n:?}"),
+                _ => format!("shards[{i}]"),
+            })
+            .collect();
+
+        let names = validate_names(db, &labels, &mut problems);
+        let slot_lists = resolve_slots(db, &labels, &mut problems);
+
+        let mut specs = Vec::new();
+        for (i, raw) in db.shards.iter().enumerate() {
+            let label = &labels[i];
+            let primary_url =
+                required_url(&format!("{label}: primary_url"), raw.primary_url.as_deref())
+                    .map_err(|p| problems.push(p))
+                    .ok();
+            let replica_url = raw.replica_url.as_deref().and_then(|u| {
+                DbUrl::parse(u)
+                    .map_err(|e| {
+                        problems.push(format!(
+                            "{label}: replica_url {u:?} is not a Postgres URL: {e}"
+                        ))
+                    })
+                    .ok()
+            });
+            let replica_fallback = match raw.replica_fallback.as_deref() {
+                None => default_fallback,
+                Some(r) => ReplicaFallback::parse(r).unwrap_or_else(|| {
+                    problems.push(format!(
+                        "{label}: replica_fallback {r:?} is not one of \"primary\", \"fail_readiness\""
+                    ));
+                    default_fallback
+                }),
+            };
+            let primary_pool_size = pool_size(
+                &format!("{label}: primary_pool_size"),
+                raw.primary_pool_size,
+                default_primary,
+                &mut problems,
+            );
+            let replica_pool_size = pool_size(
+                &format!("{label}: replica_pool_size"),
+                raw.replica_pool_size,
+                default_replica,
+                &mut problems,
+            );
+            if let (Some(name), Some(primary_url), Some(slots)) = (
+                names[i].clone(),
+                primary_url,
+                slot_lists.as_ref().map(|l| l[i].clone()),
+            ) {
+                specs.push(ShardSpec {
+                    name,
+                    primary_url,
+                    replica_url,
+                    replica_fallback,
+                    primary_pool_size,
+                    replica_pool_size,
+                    slots,
+                });
+            }
+        }
+
+        let mut pins = BTreeMap::new();
+        for (tenant, shard) in &sharding.pins {
+            if tenant.is_empty() {
+                problems.push(format!(
+                    "[sharding.pins] an empty tenant key is pinned to {shard:?}"
+                ));
+                continue;
+            }
+            match db.shards.iter().position(|s| s.name.as_deref() == Some(shard.as_str())) {
+                Some(i) => {
+                    pins.insert(tenant.clone(), i);
+                }
+                None => problems.push(format!(
+                    "[sharding.pins] tenant {tenant:?} is pinned to unknown shard {shard:?} (shards: {})",
+                    known_names(db)
+                )),
+            }
+        }
+
+        if !problems.is_empty() {
+            return Err(problems);
+        }
+        let control_url = control_url.expect("no problems means the control URL parsed");
+        let mut owner = vec![0u16; usize::from(SLOT_COUNT)].into_boxed_slice();
+        for (i, spec) in specs.iter().enumerate() {
+            for slot in spec.slots.iter().flat_map(|r| r.iter()) {
+                owner[usize::from(slot)] = i as u16;
+            }
+        }
+        Ok(Self {
+            control_url,
+            control_pool_size,
+            connect_timeout,
+            acquire_timeout,
+            shards: specs,
+            owner,
+            pins,
+            directory_router: sharding.directory_router,
+            auto_assigned: db.shards.iter().all(|s| s.slots.is_none()),
+        })
+    }
+
+    /// Index into `shards` of the shard that owns `slot`.
+    pub fn owner_of(&self, slot: u16) -> usize {
+        usize::from(self.owner[usize::from(slot)])
+    }
+
+    /// Every connection the process may open: control + each shard's primary and replica pools.
+    /// Compare it with the servers' `max_connections` × the number of app replicas.
+    pub fn total_max_connections(&self) -> u32 {
+        self.control_pool_size
+            + self
+                .shards
+                .iter()
+                .map(ShardSpec::max_connections)
+                .sum::<u32>()
+    }
+}
+
+fn known_names(db: &RawDatabase) -> String {
+    let names: Vec<&str> = db.shards.iter().filter_map(|s| s.name.as_deref()).collect();
+    if names.is_empty() {
+        "none".to_owned()
+    } else {
+        names.join(", ")
+    }
+}
+
+fn required_url(what: &str, raw: Option<&str>) -> Result<DbUrl, String> {
+    match raw {
+        None => Err(format!("{what} is missing")),
+        Some(u) if u.trim().is_empty() => Err(format!("{what} is empty")),
+        Some(u) => DbUrl::parse(u).map_err(|e| format!("{what} {u:?} is not a Postgres URL: {e}")),
+    }
+}
+
+fn pool_size(what: &str, raw: Option<u32>, default: u32, problems: &mut Vec<String>) -> u32 {
+    match raw {
+        Some(0) => {
+            problems.push(format!("{what} is 0; a pool needs at least 1 connection"));
+            default
+        }
+        Some(n) => n,
+        None => default,
+    }
+}
+
+fn timeout(what: &str, raw: Option<u64>, default_ms: u64, problems: &mut Vec<String>) -> Duration {
+    match raw {
+        Some(0) => {
+            problems.push(format!("{what} is 0; it must be at least 1 millisecond"));
+            Duration::from_millis(default_ms)
+        }
+        Some(ms) => Duration::from_millis(ms),
+        None => Duration::from_millis(default_ms),
+    }
+}
+
+fn validate_names(
+    db: &RawDatabase,
+    labels: &[String],
+    problems: &mut Vec<String>,
+) -> Vec<Option<ShardName>> {
+    let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
+    db.shards
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            let Some(raw) = s.name.as_deref() else {
+                problems.push(format!("{}: name is missing", labels[i]));
+                return None;
+            };
+            if let Some(first) = seen.insert(raw, i) {
+                problems.push(format!(
+                    "shard name {raw:?} is used twice (shards[{first}] and shards[{i}]); names must be unique"
+                ));
+            }
+            ShardName::parse(raw)
+                .map_err(|e| problems.push(format!("{}: {e}", labels[i])))
+                .ok()
+        })
+        .collect()
+}
+
+/// Each shard's owned slots, either as declared (validated to cover every slot exactly once)
+/// or auto-split into contiguous even ranges in declaration order.
+fn resolve_slots(
+    db: &RawDatabase,
+    labels: &[String],
+    problems: &mut Vec<String>,
+) -> Option<Vec<Vec<SlotRange>>> {
+    let n = db.shards.len();
+    if n == 0 {
+        return None;
+    }
+    let declaring: Vec<usize> = (0..n).filter(|&i| db.shards[i].slots.is_some()).collect();
+    if declaring.is_empty() {
+        if n > usize::from(SLOT_COUNT) {
+            problems.push(format!(
+                "{n} shards is more than the {SLOT_COUNT} slots to share"
+            ));
+            return None;
+        }
+        let total = usize::from(SLOT_COUNT);
+        return Some(
+            (0..n)
+                .map(|i| {
+                    let start = (i * total / n) as u16;
+                    let end = ((i + 1) * total / n - 1) as u16;
+                    vec![SlotRange::new(start, end).expect("auto-split ranges are in bounds")]
+                })
+                .collect(),
+        );
+    }
+    if declaring.len() < n {
+        let silent: Vec<&str> = (0..n)
+            .filter(|i| !declaring.contains(i))
+            .map(|i| labels[i].as_str())
+            .collect();
+        let loud: Vec<&str> = declaring.iter().map(|&i| labels[i].as_str()).collect();
+        problems.push(format!(
+            "slots are all-or-none: {} declare slots but {} do not (declare slots on every shard, or on none to auto-split)",
+            loud.join(", "),
+            silent.join(", ")
+        ));
+        return None;
+    }
+
+    let mut claims: Vec<Vec<usize>> = vec![Vec::new(); usize::from(SLOT_COUNT)];
+    let mut per_shard: Vec<Vec<SlotRange>> = vec![Vec::new(); n];
+    let mut entries_ok = true;
+    for (i, raw) in db.shards.iter().enumerate() {
+        for entry in raw.slots.as_deref().unwrap_or_default() {
+            let text = match entry {
+                SlotEntry::Index(v) => v.to_string(),
+                SlotEntry::Text(t) => t.clone(),
+            };
+            match text.parse::<SlotRange>() {
+                Ok(range) => {
+                    per_shard[i].push(range);
+                    for slot in range.iter() {
+                        claims[usize::from(slot)].push(i);
+                    }
+                }
+                Err(e) => {
+                    entries_ok = false;
+                    problems.push(format!("{}: slots entry {e}", labels[i]));
+                }
+            }
+        }
+    }
+    if !entries_ok {
+        // Gaps and overlaps computed from a partly unreadable map would only mislead.
+        return None;
+    }
+
+    let before = problems.len();
+    let gaps = compact((0..SLOT_COUNT).filter(|&s| claims[usize::from(s)].is_empty()));
+    if !gaps.is_empty() {
+        problems.push(format!(
+            "slots {} are owned by no shard (every slot 0-{} must be owned exactly once)",
+            display_ranges(&gaps),
+            SLOT_COUNT - 1
+        ));
+    }
+    let mut overlaps: BTreeMap<Vec<usize>, Vec<u16>> = BTreeMap::new();
+    for slot in 0..SLOT_COUNT {
+        let owners = &claims[usize::from(slot)];
+        if owners.len() > 1 {
+            overlaps.entry(owners.clone()).or_default().push(slot);
+        }
+    }
+    for (owners, slots) in overlaps {
+        let who: Vec<&str> = owners.iter().map(|&i| labels[i].as_str()).collect();
+        problems.push(format!(
+            "slots {} are claimed more than once, by {}",
+            display_ranges(&compact(slots)),
+            who.join(" and ")
+        ));
+    }
+    if problems.len() > before {
+        return None;
+    }
+    Some(
+        per_shard
+            .into_iter()
+            .map(|mut ranges| {
+                ranges.sort();
+                compact(ranges.iter().flat_map(|r| r.iter()))
+            })
+            .collect(),
+    )
+}
