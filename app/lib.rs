@@ -4,8 +4,20 @@
 //! Where things live:
 //! - [`sharding`]: keys, slots, topology, shard pools and routers. Knows nothing of bookmarks.
 //! - [`configuration`]: loads `autumn.toml` plus `AUTUMN_*` environment overrides.
+//! - [`tenancy`]: `TenantId` and how a request names its tenant.
+//! - [`web`]: extractors (`ShardedDb`, `ShardedReadDb`, `Shards`, `Tenant`), errors → HTTP,
+//!   health, metrics, middleware.
+//! - [`bookmarks`]: the feature itself (API, HTML UI, stats); never computes a slot.
+//! - [`migrate`]: embedded migrations for the control database and the shards.
+//! - [`startup`]: builds the application (server, CLI and tests share it).
 //! - [`cli`]: the `bookmarks` command line (the binary in `bin/` only calls into it).
 
+pub mod bookmarks;
 pub mod cli;
 pub mod configuration;
+pub mod migrate;
 pub mod sharding;
+pub mod startup;
+pub mod telemetry;
+pub mod tenancy;
+pub mod web;

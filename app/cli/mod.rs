@@ -4,7 +4,9 @@
 //! Exit codes: 0 success, 1 runtime failure, 2 bad configuration or arguments.
 
 mod check_config;
+mod migrate;
 mod route;
+mod serve;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -34,6 +36,10 @@ pub enum Command {
     Route(route::RouteArgs),
     /// Validate the topology and print the slot map and connection budget.
     CheckConfig,
+    /// Run the HTTP server.
+    Serve(serve::ServeArgs),
+    /// Apply migrations: control first, then every shard in declaration order.
+    Migrate(migrate::MigrateArgs),
 }
 
 pub const EXIT_CONFIG: u8 = 2;
@@ -44,6 +50,28 @@ pub fn main() -> ExitCode {
     match cli.command {
         Command::Route(args) => with_settings(&cli.config, |s| route::run(s, &args)),
         Command::CheckConfig => with_settings(&cli.config, check_config::run),
+        Command::Serve(args) => {
+            with_settings(&cli.config, |s| block_on(serve::run(s.clone(), args)))
+        }
+        Command::Migrate(args) => {
+            with_settings(&cli.config, |s| block_on(migrate::run(s.clone(), args)))
+        }
+    }
+}
+
+/// Commands that talk to databases run on a multi-threaded runtime (diesel's migration
+/// harness blocks a thread while it works).
+fn block_on(work: impl std::future::Future<Output = ExitCode>) -> ExitCode {
+    crate::telemetry::init();
+    match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt.block_on(work),
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            ExitCode::FAILURE
+        }
     }
 }
 

@@ -5,7 +5,10 @@
 //! [`router`] decides per key, so pinned and directory-routed tenants can bypass the hash.
 //! Nothing here knows what a bookmark is.
 
+pub mod access;
 pub mod db_url;
+pub mod health;
+pub mod replicas;
 pub mod router;
 pub mod shard_name;
 pub mod shard_set;

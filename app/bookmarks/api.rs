@@ -1,0 +1,222 @@
+//! The JSON API for the request's tenant. `/api/bookmarks` reads and writes both use the
+//! shard primary, so a tenant always sees its own writes at once (read-your-own-writes);
+//! `/api/tags` is an aggregate that tolerates lag and reads from the shard's replica.
+
+use axum::extract::{FromRequest, FromRequestParts, Path, Query};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::{Json, Router};
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use super::model::{Bookmark, NewBookmarkInput, PatchInput};
+use super::store::{self, ListQuery, StoreError};
+use crate::web::error::ApiError;
+use crate::web::extract::{ShardedDb, ShardedReadDb, Tenant};
+use crate::web::state::AppState;
+
+pub const DEFAULT_PAGE: i64 = 20;
+pub const MAX_PAGE: i64 = 100;
+
+pub fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/api/bookmarks", get(list).post(create))
+        .route(
+            "/api/bookmarks/{id}",
+            get(show).patch(update).delete(remove),
+        )
+        .route("/api/tags", get(tags))
+}
+
+/// `Json` whose rejections are API errors (JSON bodies, never plain text).
+#[derive(FromRequest)]
+#[from_request(via(Json), rejection(ApiError))]
+pub struct ApiJson<T>(pub T);
+
+/// `Query` whose rejections are API errors.
+#[derive(FromRequestParts)]
+#[from_request(via(Query), rejection(ApiError))]
+pub struct ApiQuery<T>(pub T);
+
+/// `Path` whose rejections are API errors (a malformed id is simply not found).
+#[derive(FromRequestParts)]
+#[from_request(via(Path), rejection(ApiError))]
+pub struct ApiPath<T>(pub T);
+
+/// A bookmark as the API shows it, with the shard that holds it.
+#[derive(Serialize)]
+pub struct BookmarkView<'a> {
+    pub shard: &'a str,
+    #[serde(flatten)]
+    pub bookmark: &'a Bookmark,
+}
+
+#[derive(Serialize)]
+struct ListView<'a> {
+    shard: &'a str,
+    tenant: &'a str,
+    items: &'a [Bookmark],
+    next_cursor: Option<Uuid>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ListParams {
+    pub tag: Option<String>,
+    pub q: Option<String>,
+    pub limit: Option<i64>,
+    pub cursor: Option<String>,
+}
+
+impl ListParams {
+    /// Checks the page parameters; blank `tag`/`q`/`cursor` mean "not given" (HTML forms send them).
+    pub fn parse(self) -> Result<ListQuery, ApiError> {
+        let limit = self.limit.unwrap_or(DEFAULT_PAGE);
+        if !(1..=MAX_PAGE).contains(&limit) {
+            return Err(ApiError::BadRequest {
+                code: "invalid_limit",
+                message: format!("limit must be between 1 and {MAX_PAGE}"),
+            });
+        }
+        let cursor = match self
+            .cursor
+            .as_deref()
+            .map(str::trim)
+            .filter(|c| !c.is_empty())
+        {
+            None => None,
+            Some(c) => Some(Uuid::parse_str(c).map_err(|_| ApiError::BadRequest {
+                code: "invalid_cursor",
+                message: "cursor is not a value returned as next_cursor".to_owned(),
+            })?),
+        };
+        let clean = |s: Option<String>| s.map(|v| v.trim().to_owned()).filter(|v| !v.is_empty());
+        Ok(ListQuery {
+            tag: clean(self.tag).map(|t| t.to_lowercase()),
+            q: clean(self.q),
+            limit,
+            cursor,
+        })
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::Duplicate { existing } => ApiError::DuplicateUrl { existing },
+            StoreError::Db(e) => ApiError::Internal(e.into()),
+        }
+    }
+}
+
+/// Store errors on a known shard: a lost connection names the shard, a duplicate stays a 409.
+pub fn store_fail(db: &ShardedDb, e: StoreError) -> ApiError {
+    match e {
+        StoreError::Db(e) => db.fail(e),
+        dup => dup.into(),
+    }
+}
+
+fn view(db: &ShardedDb, bookmark: &Bookmark) -> Json<serde_json::Value> {
+    Json(
+        serde_json::to_value(BookmarkView {
+            shard: db.shard(),
+            bookmark,
+        })
+        .unwrap_or_default(),
+    )
+}
+
+async fn create(
+    Tenant(tenant): Tenant,
+    mut db: ShardedDb,
+    ApiJson(input): ApiJson<NewBookmarkInput>,
+) -> Result<Response, ApiError> {
+    let draft = input.validate().map_err(ApiError::Validation)?;
+    let created = store::insert(&mut db, &tenant, &draft)
+        .await
+        .map_err(|e| store_fail(&db, e))?;
+    Ok((StatusCode::CREATED, view(&db, &created)).into_response())
+}
+
+async fn list(
+    Tenant(tenant): Tenant,
+    mut db: ShardedDb,
+    ApiQuery(params): ApiQuery<ListParams>,
+) -> Result<Response, ApiError> {
+    let query = params.parse()?;
+    let page = store::list(&mut db, &tenant, &query)
+        .await
+        .map_err(|e| db.fail(e))?;
+    Ok(Json(ListView {
+        shard: db.shard(),
+        tenant: tenant.as_str(),
+        items: &page.items,
+        next_cursor: page.next_cursor,
+    })
+    .into_response())
+}
+
+async fn show(
+    Tenant(tenant): Tenant,
+    mut db: ShardedDb,
+    ApiPath(id): ApiPath<Uuid>,
+) -> Result<Response, ApiError> {
+    match store::get(&mut db, &tenant, id)
+        .await
+        .map_err(|e| db.fail(e))?
+    {
+        Some(b) => Ok(view(&db, &b).into_response()),
+        None => Err(ApiError::NotFound("no bookmark has that id")),
+    }
+}
+
+async fn update(
+    Tenant(tenant): Tenant,
+    mut db: ShardedDb,
+    ApiPath(id): ApiPath<Uuid>,
+    ApiJson(input): ApiJson<PatchInput>,
+) -> Result<Response, ApiError> {
+    let patch = input.validate().map_err(ApiError::Validation)?;
+    match store::update(&mut db, &tenant, id, &patch)
+        .await
+        .map_err(|e| store_fail(&db, e))?
+    {
+        Some(b) => Ok(view(&db, &b).into_response()),
+        None => Err(ApiError::NotFound("no bookmark has that id")),
+    }
+}
+
+async fn remove(
+    Tenant(tenant): Tenant,
+    mut db: ShardedDb,
+    ApiPath(id): ApiPath<Uuid>,
+) -> Result<Response, ApiError> {
+    if store::delete(&mut db, &tenant, id)
+        .await
+        .map_err(|e| db.fail(e))?
+    {
+        Ok(StatusCode::NO_CONTENT.into_response())
+    } else {
+        Err(ApiError::NotFound("no bookmark has that id"))
+    }
+}
+
+/// The tenant's tag counts. An aggregate that tolerates replica lag, so it takes the
+/// replica-aware read path (and says which server answered).
+async fn tags(Tenant(tenant): Tenant, mut db: ShardedReadDb) -> Result<Response, ApiError> {
+    let counts = store::tag_counts(&mut db, &tenant)
+        .await
+        .map_err(|e| db.fail(e))?;
+    let tags: Vec<serde_json::Value> = counts
+        .into_iter()
+        .map(|(tag, count)| serde_json::json!({ "tag": tag, "count": count }))
+        .collect();
+    Ok(Json(serde_json::json!({
+        "shard": db.shard(),
+        "served_by": if db.on_replica() { "replica" } else { "primary" },
+        "tags": tags,
+    }))
+    .into_response())
+}

@@ -1,0 +1,218 @@
+//! Bookmark types: rows as stored, and drafts that have passed validation.
+//!
+//! `BookmarkDraft` and `BookmarkPatch` can only be built by parsing user input, so every
+//! value that reaches the database already satisfies the documented limits.
+
+use chrono::{DateTime, Utc};
+use diesel::prelude::*;
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use super::schema::bookmarks;
+
+pub const MAX_URL_BYTES: usize = 2048;
+pub const MAX_TITLE_CHARS: usize = 300;
+pub const MAX_NOTES_CHARS: usize = 10_000;
+pub const MAX_TAGS: usize = 20;
+pub const MAX_TAG_CHARS: usize = 40;
+
+#[derive(Debug, Clone, Queryable, Selectable, Serialize)]
+#[diesel(table_name = bookmarks)]
+pub struct Bookmark {
+    #[serde(skip)]
+    pub tenant_id: String,
+    pub id: Uuid,
+    pub url: String,
+    pub title: String,
+    pub notes: String,
+    pub tags: Vec<String>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+/// What a client sends to create a bookmark (also the HTML form's fields).
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NewBookmarkInput {
+    pub url: String,
+    #[serde(default)]
+    pub title: String,
+    #[serde(default)]
+    pub notes: String,
+    #[serde(default)]
+    pub tags: Vec<String>,
+}
+
+/// What a client sends to change a bookmark: absent fields stay as they are.
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PatchInput {
+    pub url: Option<String>,
+    pub title: Option<String>,
+    pub notes: Option<String>,
+    pub tags: Option<Vec<String>>,
+}
+
+/// A validated bookmark ready to insert.
+#[derive(Debug, Clone)]
+pub struct BookmarkDraft {
+    pub url: String,
+    pub title: String,
+    pub notes: String,
+    pub tags: Vec<String>,
+}
+
+/// A validated partial update.
+#[derive(Debug, Clone, Default, AsChangeset)]
+#[diesel(table_name = bookmarks)]
+pub struct BookmarkPatch {
+    pub url: Option<String>,
+    pub title: Option<String>,
+    pub notes: Option<String>,
+    pub tags: Option<Vec<String>>,
+}
+
+impl BookmarkPatch {
+    pub fn is_empty(&self) -> bool {
+        self.url.is_none() && self.title.is_none() && self.notes.is_none() && self.tags.is_none()
+    }
+}
+
+#[derive(Insertable)]
+#[diesel(table_name = bookmarks)]
+pub struct NewRow<'a> {
+    pub tenant_id: &'a str,
+    pub id: Uuid,
+    pub url: &'a str,
+    pub title: &'a str,
+    pub notes: &'a str,
+    pub tags: &'a [String],
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+/// One field that failed validation, named as the client spelled it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct FieldError {
+    pub field: &'static str,
+    pub message: String,
+}
+
+impl NewBookmarkInput {
+    pub fn validate(self) -> Result<BookmarkDraft, Vec<FieldError>> {
+        let mut errors = Vec::new();
+        let url = check_url(&self.url, &mut errors);
+        let title = check_title(&self.title, &mut errors);
+        let notes = check_notes(&self.notes, &mut errors);
+        let tags = check_tags(&self.tags, &mut errors);
+        if errors.is_empty() {
+            Ok(BookmarkDraft {
+                url,
+                title,
+                notes,
+                tags,
+            })
+        } else {
+            Err(errors)
+        }
+    }
+}
+
+impl PatchInput {
+    pub fn validate(self) -> Result<BookmarkPatch, Vec<FieldError>> {
+        let mut errors = Vec::new();
+        let patch = BookmarkPatch {
+            url: self.url.map(|u| check_url(&u, &mut errors)),
+            title: self.title.map(|t| check_title(&t, &mut errors)),
+            notes: self.notes.map(|n| check_notes(&n, &mut errors)),
+            tags: self.tags.map(|t| check_tags(&t, &mut errors)),
+        };
+        if errors.is_empty() {
+            Ok(patch)
+        } else {
+            Err(errors)
+        }
+    }
+}
+
+fn push(errors: &mut Vec<FieldError>, field: &'static str, message: impl Into<String>) {
+    errors.push(FieldError {
+        field,
+        message: message.into(),
+    });
+}
+
+fn check_url(raw: &str, errors: &mut Vec<FieldError>) -> String {
+    let trimmed = raw.trim();
+    if trimmed.is_empty() {
+        push(errors, "url", "url is required");
+    } else if trimmed.len() > MAX_URL_BYTES {
+        push(
+            errors,
+            "url",
+            format!("url is longer than {MAX_URL_BYTES} bytes"),
+        );
+    } else {
+        match url::Url::parse(trimmed) {
+            Ok(u) if matches!(u.scheme(), "http" | "https") && u.host_str().is_some() => {}
+            Ok(_) => push(errors, "url", "url must be an http:// or https:// address"),
+            Err(e) => push(errors, "url", format!("url is not a valid address: {e}")),
+        }
+    }
+    trimmed.to_owned()
+}
+
+fn check_title(raw: &str, errors: &mut Vec<FieldError>) -> String {
+    let title = raw.trim();
+    if title.chars().count() > MAX_TITLE_CHARS {
+        push(
+            errors,
+            "title",
+            format!("title is longer than {MAX_TITLE_CHARS} characters"),
+        );
+    }
+    title.to_owned()
+}
+
+fn check_notes(raw: &str, errors: &mut Vec<FieldError>) -> String {
+    if raw.chars().count() > MAX_NOTES_CHARS {
+        push(
+            errors,
+            "notes",
+            format!("notes are longer than {MAX_NOTES_CHARS} characters"),
+        );
+    }
+    raw.to_owned()
+}
+
+/// Tags are trimmed, lower-cased and de-duplicated in first-seen order; empty ones dropped.
+fn check_tags(raw: &[String], errors: &mut Vec<FieldError>) -> Vec<String> {
+    let mut tags: Vec<String> = Vec::new();
+    for tag in raw {
+        let tag = tag.trim().to_lowercase();
+        if tag.is_empty() || tags.contains(&tag) {
+            continue;
+        }
+        if tag.chars().count() > MAX_TAG_CHARS {
+            push(
+                errors,
+                "tags",
+                format!("tag {tag:?} is longer than {MAX_TAG_CHARS} characters"),
+            );
+        }
+        tags.push(tag);
+    }
+    if tags.len() > MAX_TAGS {
+        push(
+            errors,
+            "tags",
+            format!("at most {MAX_TAGS} tags are allowed (got {})", tags.len()),
+        );
+    }
+    tags
+}
+
+/// Splits the HTML form's comma-separated tag field.
+pub fn split_tags(raw: &str) -> Vec<String> {
+    raw.split(',').map(str::to_owned).collect()
+}

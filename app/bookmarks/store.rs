@@ -1,0 +1,226 @@
+//! Bookmark queries. Every query filters by tenant: several tenants share a shard.
+
+use chrono::Utc;
+use diesel::prelude::*;
+use diesel::result::{DatabaseErrorKind, Error as DbError};
+use diesel_async::{AsyncPgConnection, RunQueryDsl};
+use uuid::Uuid;
+
+use super::model::{Bookmark, BookmarkDraft, BookmarkPatch, NewRow};
+use super::schema::bookmarks::dsl as b;
+use crate::tenancy::TenantId;
+
+/// Why a write did not happen.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("the tenant already has a bookmark for that URL")]
+    Duplicate { existing: Uuid },
+    #[error(transparent)]
+    Db(#[from] DbError),
+}
+
+/// A page request: newest first, starting after `cursor` (an id from the previous page).
+#[derive(Debug, Clone, Default)]
+pub struct ListQuery {
+    pub tag: Option<String>,
+    pub q: Option<String>,
+    pub limit: i64,
+    pub cursor: Option<Uuid>,
+}
+
+/// One page and the cursor for the next, if there is one.
+pub struct Page {
+    pub items: Vec<Bookmark>,
+    pub next_cursor: Option<Uuid>,
+}
+
+/// Inserts a bookmark, or reports the id of the tenant's existing bookmark for that URL.
+pub async fn insert(
+    conn: &mut AsyncPgConnection,
+    tenant: &TenantId,
+    draft: &BookmarkDraft,
+) -> Result<Bookmark, StoreError> {
+    let now = Utc::now();
+    let row = NewRow {
+        tenant_id: tenant.as_str(),
+        id: Uuid::now_v7(),
+        url: &draft.url,
+        title: &draft.title,
+        notes: &draft.notes,
+        tags: &draft.tags,
+        created_at: now,
+        updated_at: now,
+    };
+    let inserted: Option<Bookmark> = diesel::insert_into(b::bookmarks)
+        .values(&row)
+        .on_conflict_do_nothing()
+        .returning(Bookmark::as_returning())
+        .get_result(conn)
+        .await
+        .optional()?;
+    match inserted {
+        Some(bookmark) => Ok(bookmark),
+        None => Err(duplicate_of(conn, tenant, &draft.url).await),
+    }
+}
+
+async fn duplicate_of(conn: &mut AsyncPgConnection, tenant: &TenantId, url: &str) -> StoreError {
+    match b::bookmarks
+        .filter(b::tenant_id.eq(tenant.as_str()))
+        .filter(b::url.eq(url))
+        .select(b::id)
+        .first::<Uuid>(conn)
+        .await
+    {
+        Ok(existing) => StoreError::Duplicate { existing },
+        Err(e) => StoreError::Db(e),
+    }
+}
+
+pub async fn get(
+    conn: &mut AsyncPgConnection,
+    tenant: &TenantId,
+    id: Uuid,
+) -> Result<Option<Bookmark>, DbError> {
+    b::bookmarks
+        .filter(b::tenant_id.eq(tenant.as_str()))
+        .filter(b::id.eq(id))
+        .select(Bookmark::as_select())
+        .first(conn)
+        .await
+        .optional()
+}
+
+/// Newest first by id (UUIDv7 ids sort by creation time), served by the primary key.
+pub async fn list(
+    conn: &mut AsyncPgConnection,
+    tenant: &TenantId,
+    query: &ListQuery,
+) -> Result<Page, DbError> {
+    let mut sql = b::bookmarks
+        .filter(b::tenant_id.eq(tenant.as_str()))
+        .select(Bookmark::as_select())
+        .order(b::id.desc())
+        .limit(query.limit + 1)
+        .into_boxed();
+    if let Some(cursor) = query.cursor {
+        sql = sql.filter(b::id.lt(cursor));
+    }
+    if let Some(tag) = &query.tag {
+        sql = sql.filter(b::tags.contains(vec![tag.clone()]));
+    }
+    if let Some(q) = &query.q {
+        let pattern = format!("%{}%", escape_like(q));
+        sql = sql.filter(
+            b::title
+                .ilike(pattern.clone())
+                .or(b::url.ilike(pattern.clone()))
+                .or(b::notes.ilike(pattern)),
+        );
+    }
+    let mut items: Vec<Bookmark> = sql.load(conn).await?;
+    let next_cursor = if items.len() as i64 > query.limit {
+        items.truncate(query.limit as usize);
+        items.last().map(|last| last.id)
+    } else {
+        None
+    };
+    Ok(Page { items, next_cursor })
+}
+
+/// Applies a validated patch; `None` when the tenant has no such bookmark.
+pub async fn update(
+    conn: &mut AsyncPgConnection,
+    tenant: &TenantId,
+    id: Uuid,
+    patch: &BookmarkPatch,
+) -> Result<Option<Bookmark>, StoreError> {
+    if patch.is_empty() {
+        return Ok(get(conn, tenant, id).await?);
+    }
+    let result = diesel::update(
+        b::bookmarks
+            .filter(b::tenant_id.eq(tenant.as_str()))
+            .filter(b::id.eq(id)),
+    )
+    .set((patch, b::updated_at.eq(Utc::now())))
+    .returning(Bookmark::as_returning())
+    .get_result(conn)
+    .await
+    .optional();
+    match result {
+        Ok(updated) => Ok(updated),
+        Err(DbError::DatabaseError(DatabaseErrorKind::UniqueViolation, _)) => {
+            let url = patch.url.as_deref().unwrap_or_default();
+            Err(duplicate_of(conn, tenant, url).await)
+        }
+        Err(e) => Err(StoreError::Db(e)),
+    }
+}
+
+/// Deletes one bookmark; false when the tenant has no such bookmark.
+pub async fn delete(
+    conn: &mut AsyncPgConnection,
+    tenant: &TenantId,
+    id: Uuid,
+) -> Result<bool, DbError> {
+    let n = diesel::delete(
+        b::bookmarks
+            .filter(b::tenant_id.eq(tenant.as_str()))
+            .filter(b::id.eq(id)),
+    )
+    .execute(conn)
+    .await?;
+    Ok(n > 0)
+}
+
+/// Whole-shard counts for the cross-shard stats endpoint.
+pub async fn shard_counts(conn: &mut AsyncPgConnection) -> Result<(i64, i64), DbError> {
+    #[derive(QueryableByName)]
+    struct Counts {
+        #[diesel(sql_type = diesel::sql_types::BigInt)]
+        bookmarks: i64,
+        #[diesel(sql_type = diesel::sql_types::BigInt)]
+        tenants: i64,
+    }
+    let c: Counts = diesel::sql_query(
+        "SELECT count(*) AS bookmarks, count(DISTINCT tenant_id) AS tenants FROM bookmarks",
+    )
+    .get_result(conn)
+    .await?;
+    Ok((c.bookmarks, c.tenants))
+}
+
+/// `LIKE` treats `%`, `_` and `\` specially; a search for them must match them literally.
+fn escape_like(raw: &str) -> String {
+    let mut out = String::with_capacity(raw.len());
+    for c in raw.chars() {
+        if matches!(c, '%' | '_' | '\\') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// How many of the tenant's bookmarks carry each tag, most used first.
+pub async fn tag_counts(
+    conn: &mut AsyncPgConnection,
+    tenant: &TenantId,
+) -> Result<Vec<(String, i64)>, DbError> {
+    #[derive(QueryableByName)]
+    struct Row {
+        #[diesel(sql_type = diesel::sql_types::Text)]
+        tag: String,
+        #[diesel(sql_type = diesel::sql_types::BigInt)]
+        count: i64,
+    }
+    let rows: Vec<Row> = diesel::sql_query(
+        "SELECT tag, count(*) AS count FROM bookmarks, unnest(tags) AS tag \
+         WHERE tenant_id = $1 GROUP BY tag ORDER BY count DESC, tag LIMIT 100",
+    )
+    .bind::<diesel::sql_types::Text, _>(tenant.as_str())
+    .load(conn)
+    .await?;
+    Ok(rows.into_iter().map(|r| (r.tag, r.count)).collect())
+}

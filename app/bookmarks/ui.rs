@@ -1,0 +1,377 @@
+//! The server-rendered HTML UI. Works without JavaScript: browsers cannot set the tenant
+//! header, so the chosen tenant lives in a cookie that the tenancy layer reads when the
+//! header is absent. Every form carries a token that must match a same-site cookie
+//! (double submit), so another site cannot post forms on a user's behalf.
+
+use askama::Template;
+use askama_web::WebTemplate;
+use axum::extract::{FromRequest, Query};
+use axum::http::StatusCode;
+use axum::http::request::Parts;
+use axum::response::{IntoResponse, Redirect, Response};
+use axum::routing::{get, post};
+use axum::{Form, Router};
+use axum_extra::extract::CookieJar;
+use axum_extra::extract::cookie::{Cookie, SameSite};
+use rand::RngCore;
+use serde::Deserialize;
+use uuid::Uuid;
+
+use super::api::{ApiPath, ListParams, store_fail};
+use super::model::{Bookmark, FieldError, NewBookmarkInput, PatchInput, split_tags};
+use super::store;
+use crate::tenancy::{self, TENANT_COOKIE, TenantId};
+use crate::web::error::ApiError;
+use crate::web::extract::{ShardedDb, Tenant};
+use crate::web::state::AppState;
+
+const CSRF_COOKIE: &str = "csrf";
+
+pub fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/", get(home))
+        .route("/tenant", get(picker).post(choose_tenant))
+        .route("/bookmarks/new", get(new_form))
+        .route("/bookmarks", post(create))
+        .route("/bookmarks/{id}/edit", get(edit_form))
+        .route("/bookmarks/{id}", post(update))
+        .route("/bookmarks/{id}/delete", post(delete))
+}
+
+/// `Form` whose rejections are API errors.
+#[derive(FromRequest)]
+#[from_request(via(Form), rejection(ApiError))]
+struct UiForm<T>(T);
+
+/// The CSRF token from the cookie, minted (and set) when the browser has none yet.
+fn csrf_token(jar: CookieJar) -> (CookieJar, String) {
+    if let Some(c) = jar.get(CSRF_COOKIE) {
+        let token = c.value().to_owned();
+        return (jar, token);
+    }
+    let mut bytes = [0u8; 16];
+    rand::rng().fill_bytes(&mut bytes);
+    let token: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    let cookie = Cookie::build((CSRF_COOKIE, token.clone()))
+        .path("/")
+        .http_only(true)
+        .same_site(SameSite::Strict)
+        .build();
+    (jar.add(cookie), token)
+}
+
+fn check_csrf(jar: &CookieJar, submitted: &str) -> Result<(), ApiError> {
+    match jar.get(CSRF_COOKIE) {
+        Some(c) if !submitted.is_empty() && c.value() == submitted => Ok(()),
+        _ => Err(ApiError::CrossSite),
+    }
+}
+
+#[derive(Template, WebTemplate)]
+#[template(path = "picker.html")]
+struct PickerPage {
+    csrf: String,
+    tenant: String,
+    error: Option<String>,
+}
+
+#[derive(Template, WebTemplate)]
+#[template(path = "list.html")]
+struct ListPage {
+    csrf: String,
+    tenant: String,
+    shard: String,
+    items: Vec<Bookmark>,
+    tag: String,
+    q: String,
+    next_cursor: Option<Uuid>,
+}
+
+#[derive(Template, WebTemplate, Default)]
+#[template(path = "form.html")]
+struct FormPage {
+    csrf: String,
+    tenant: String,
+    id: Option<Uuid>,
+    url: String,
+    title: String,
+    tags: String,
+    notes: String,
+    url_error: Option<String>,
+    title_error: Option<String>,
+    tags_error: Option<String>,
+    notes_error: Option<String>,
+    general_error: Option<String>,
+}
+
+impl FormPage {
+    fn with_errors(mut self, errors: &[FieldError]) -> Self {
+        for e in errors {
+            let slot = match e.field {
+                "url" => &mut self.url_error,
+                "title" => &mut self.title_error,
+                "tags" => &mut self.tags_error,
+                _ => &mut self.notes_error,
+            };
+            *slot = Some(e.message.clone());
+        }
+        self
+    }
+}
+
+#[derive(Deserialize)]
+struct TenantForm {
+    #[serde(default)]
+    tenant: String,
+    #[serde(default)]
+    csrf: String,
+}
+
+#[derive(Deserialize)]
+struct BookmarkForm {
+    #[serde(default)]
+    url: String,
+    #[serde(default)]
+    title: String,
+    #[serde(default)]
+    tags: String,
+    #[serde(default)]
+    notes: String,
+    #[serde(default)]
+    csrf: String,
+}
+
+#[derive(Deserialize)]
+struct CsrfForm {
+    #[serde(default)]
+    csrf: String,
+}
+
+/// The list for the current tenant, or the picker when there is none.
+async fn home(
+    parts: Parts,
+    jar: CookieJar,
+    state: axum::extract::State<AppState>,
+    Query(params): Query<ListParams>,
+) -> Result<Response, ApiError> {
+    let (jar, csrf) = csrf_token(jar);
+    let tenant = match tenancy::resolve(&parts, &state.settings.tenancy.header) {
+        Ok(t) => t,
+        Err(_) => {
+            return Ok((
+                jar,
+                PickerPage {
+                    csrf,
+                    tenant: String::new(),
+                    error: None,
+                },
+            )
+                .into_response());
+        }
+    };
+    let tag = params.tag.clone().unwrap_or_default();
+    let q = params.q.clone().unwrap_or_default();
+    let query = params.parse()?;
+    let mut db = shard_db(parts, &state).await?;
+    let page = store::list(&mut db, &tenant, &query)
+        .await
+        .map_err(|e| db.fail(e))?;
+    Ok((
+        jar,
+        ListPage {
+            csrf,
+            tenant: tenant.to_string(),
+            shard: db.shard().to_owned(),
+            items: page.items,
+            tag,
+            q,
+            next_cursor: page.next_cursor,
+        },
+    )
+        .into_response())
+}
+
+async fn shard_db(mut parts: Parts, state: &AppState) -> Result<ShardedDb, ApiError> {
+    use axum::extract::FromRequestParts;
+    ShardedDb::from_request_parts(&mut parts, state).await
+}
+
+async fn picker(jar: CookieJar) -> impl IntoResponse {
+    let (jar, csrf) = csrf_token(jar);
+    let current = jar
+        .get(TENANT_COOKIE)
+        .map(|c| c.value().to_owned())
+        .unwrap_or_default();
+    (
+        jar,
+        PickerPage {
+            csrf,
+            tenant: current,
+            error: None,
+        },
+    )
+}
+
+async fn choose_tenant(
+    jar: CookieJar,
+    UiForm(form): UiForm<TenantForm>,
+) -> Result<Response, ApiError> {
+    check_csrf(&jar, &form.csrf)?;
+    match TenantId::parse(form.tenant.trim()) {
+        Ok(tenant) => {
+            let cookie = Cookie::build((TENANT_COOKIE, tenant.to_string()))
+                .path("/")
+                .http_only(true)
+                .same_site(SameSite::Lax)
+                .build();
+            Ok((jar.add(cookie), Redirect::to("/")).into_response())
+        }
+        Err(e) => {
+            let (jar, csrf) = csrf_token(jar);
+            let page = PickerPage {
+                csrf,
+                tenant: form.tenant,
+                error: Some(e.to_string()),
+            };
+            Ok((StatusCode::BAD_REQUEST, jar, page).into_response())
+        }
+    }
+}
+
+async fn new_form(Tenant(tenant): Tenant, jar: CookieJar) -> impl IntoResponse {
+    let (jar, csrf) = csrf_token(jar);
+    (
+        jar,
+        FormPage {
+            csrf,
+            tenant: tenant.to_string(),
+            ..FormPage::default()
+        },
+    )
+}
+
+fn refill(form: &BookmarkForm, tenant: &TenantId, csrf: String, id: Option<Uuid>) -> FormPage {
+    FormPage {
+        csrf,
+        tenant: tenant.to_string(),
+        id,
+        url: form.url.clone(),
+        title: form.title.clone(),
+        tags: form.tags.clone(),
+        notes: form.notes.clone(),
+        ..FormPage::default()
+    }
+}
+
+/// A form re-rendered with its problems; the status says what kind of failure it was.
+fn form_failure(page: FormPage, err: ApiError) -> Response {
+    match err {
+        ApiError::Validation(fields) => {
+            (StatusCode::UNPROCESSABLE_ENTITY, page.with_errors(&fields)).into_response()
+        }
+        ApiError::DuplicateUrl { existing } => {
+            let message = format!("You already saved this URL (bookmark {existing}).");
+            (
+                StatusCode::CONFLICT,
+                FormPage {
+                    general_error: Some(message),
+                    ..page
+                },
+            )
+                .into_response()
+        }
+        other => other.into_response(),
+    }
+}
+
+async fn create(
+    Tenant(tenant): Tenant,
+    jar: CookieJar,
+    mut db: ShardedDb,
+    UiForm(form): UiForm<BookmarkForm>,
+) -> Result<Response, ApiError> {
+    check_csrf(&jar, &form.csrf)?;
+    let page = refill(&form, &tenant, form.csrf.clone(), None);
+    let input = NewBookmarkInput {
+        url: form.url,
+        title: form.title,
+        notes: form.notes,
+        tags: split_tags(&form.tags),
+    };
+    let result = match input.validate() {
+        Err(fields) => Err(ApiError::Validation(fields)),
+        Ok(draft) => store::insert(&mut db, &tenant, &draft)
+            .await
+            .map_err(|e| store_fail(&db, e)),
+    };
+    match result {
+        Ok(_) => Ok(Redirect::to("/").into_response()),
+        Err(e) => Ok(form_failure(page, e)),
+    }
+}
+
+async fn edit_form(
+    Tenant(tenant): Tenant,
+    jar: CookieJar,
+    mut db: ShardedDb,
+    ApiPath(id): ApiPath<Uuid>,
+) -> Result<Response, ApiError> {
+    let (jar, csrf) = csrf_token(jar);
+    let b = store::get(&mut db, &tenant, id)
+        .await
+        .map_err(|e| db.fail(e))?
+        .ok_or(ApiError::NotFound("no bookmark has that id"))?;
+    let page = FormPage {
+        csrf,
+        tenant: tenant.to_string(),
+        id: Some(b.id),
+        url: b.url,
+        title: b.title,
+        tags: b.tags.join(", "),
+        notes: b.notes,
+        ..FormPage::default()
+    };
+    Ok((jar, page).into_response())
+}
+
+async fn update(
+    Tenant(tenant): Tenant,
+    jar: CookieJar,
+    mut db: ShardedDb,
+    ApiPath(id): ApiPath<Uuid>,
+    UiForm(form): UiForm<BookmarkForm>,
+) -> Result<Response, ApiError> {
+    check_csrf(&jar, &form.csrf)?;
+    let page = refill(&form, &tenant, form.csrf.clone(), Some(id));
+    let input = PatchInput {
+        url: Some(form.url),
+        title: Some(form.title),
+        notes: Some(form.notes),
+        tags: Some(split_tags(&form.tags)),
+    };
+    let result = match input.validate() {
+        Err(fields) => Err(ApiError::Validation(fields)),
+        Ok(patch) => store::update(&mut db, &tenant, id, &patch)
+            .await
+            .map_err(|e| store_fail(&db, e)),
+    };
+    match result {
+        Ok(Some(_)) => Ok(Redirect::to("/").into_response()),
+        Ok(None) => Err(ApiError::NotFound("no bookmark has that id")),
+        Err(e) => Ok(form_failure(page, e)),
+    }
+}
+
+async fn delete(
+    Tenant(tenant): Tenant,
+    jar: CookieJar,
+    mut db: ShardedDb,
+    ApiPath(id): ApiPath<Uuid>,
+    UiForm(form): UiForm<CsrfForm>,
+) -> Result<Response, ApiError> {
+    check_csrf(&jar, &form.csrf)?;
+    store::delete(&mut db, &tenant, id)
+        .await
+        .map_err(|e| db.fail(e))?;
+    Ok(Redirect::to("/").into_response())
+}

@@ -1,0 +1,241 @@
+//! `Shards`: the explicit API for reaching shards — route a key, check out a connection on
+//! its primary or a replica-aware read connection, address a shard by name, or fan out
+//! over every shard. Request extractors and background jobs both go through it.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+
+use super::replicas::ReplicaStates;
+use super::router::{Route, RouteError, ShardRouter};
+use super::shard_set::{CheckoutError, PgConn, Shard, ShardId, ShardSet};
+use super::slot::ShardKey;
+use super::topology::ReplicaFallback;
+
+/// How many shards a fan-out talks to at once.
+const FAN_OUT_LIMIT: usize = 8;
+
+/// Why a shard could not serve. Every variant names the shard (except routing failures,
+/// which happen before a shard is known).
+#[derive(Debug, thiserror::Error)]
+pub enum ShardError {
+    #[error("shard {shard} is unavailable: {source}")]
+    Unavailable {
+        shard: String,
+        #[source]
+        source: CheckoutError,
+    },
+    #[error("the read replica of shard {shard} is not ready and its fallback is fail_readiness")]
+    ReplicaUnavailable { shard: String },
+    #[error("shard {shard} did not answer within {timeout:?}")]
+    Timeout { shard: String, timeout: Duration },
+    #[error("query on shard {shard} failed: {source}")]
+    Query {
+        shard: String,
+        #[source]
+        source: diesel::result::Error,
+    },
+    #[error("no shard is named {0:?}")]
+    UnknownShard(String),
+    #[error(transparent)]
+    Route(#[from] RouteError),
+}
+
+impl ShardError {
+    /// The shard involved, when one is known.
+    pub fn shard(&self) -> Option<&str> {
+        match self {
+            ShardError::Unavailable { shard, .. }
+            | ShardError::ReplicaUnavailable { shard }
+            | ShardError::Timeout { shard, .. }
+            | ShardError::Query { shard, .. } => Some(shard),
+            ShardError::UnknownShard(_) | ShardError::Route(_) => None,
+        }
+    }
+
+    /// Classifies a query error: a lost connection means the shard went away mid-request.
+    pub fn from_query(shard: &str, source: diesel::result::Error) -> Self {
+        use diesel::result::{DatabaseErrorKind, Error};
+        match source {
+            Error::DatabaseError(
+                DatabaseErrorKind::ClosedConnection | DatabaseErrorKind::UnableToSendCommand,
+                _,
+            )
+            | Error::BrokenTransactionManager => ShardError::Unavailable {
+                shard: shard.to_owned(),
+                source: deadpool::managed::PoolError::Closed,
+            },
+            other => ShardError::Query {
+                shard: shard.to_owned(),
+                source: other,
+            },
+        }
+    }
+}
+
+/// A connection checked out of one shard, with the shard's name for errors and labels.
+pub struct ShardConn {
+    pub conn: PgConn,
+    pub shard: ShardId,
+    pub name: String,
+    /// True when this read connection is on the replica rather than the primary.
+    pub on_replica: bool,
+}
+
+/// Routing plus pools plus replica readiness: everything needed to reach a shard.
+#[derive(Clone)]
+pub struct Shards {
+    set: Arc<ShardSet>,
+    router: Arc<dyn ShardRouter>,
+    replicas: Arc<ReplicaStates>,
+}
+
+impl Shards {
+    pub fn new(
+        set: Arc<ShardSet>,
+        router: Arc<dyn ShardRouter>,
+        replicas: Arc<ReplicaStates>,
+    ) -> Self {
+        Self {
+            set,
+            router,
+            replicas,
+        }
+    }
+
+    pub fn set(&self) -> &ShardSet {
+        &self.set
+    }
+
+    pub fn replicas(&self) -> &ReplicaStates {
+        &self.replicas
+    }
+
+    /// Shared handles, for background tasks that outlive a request.
+    pub fn shared(&self) -> (Arc<ShardSet>, Arc<ReplicaStates>) {
+        (Arc::clone(&self.set), Arc::clone(&self.replicas))
+    }
+
+    /// Which shard serves `key`, by the installed router.
+    pub async fn route<'a>(&'a self, key: impl Into<ShardKey<'a>>) -> Result<Route, ShardError> {
+        Ok(self.router.route(key.into(), &self.set).await?)
+    }
+
+    /// A connection to the primary of the shard that owns `key`.
+    pub async fn db_for<'a>(
+        &'a self,
+        key: impl Into<ShardKey<'a>>,
+    ) -> Result<ShardConn, ShardError> {
+        let route = self.route(key).await?;
+        self.primary(self.set.get(route.shard)).await
+    }
+
+    /// A read connection for `key`: its shard's replica when ready, else per `replica_fallback`.
+    /// Replicas lag: do not read your own writes through this.
+    pub async fn read_for<'a>(
+        &'a self,
+        key: impl Into<ShardKey<'a>>,
+    ) -> Result<ShardConn, ShardError> {
+        let route = self.route(key).await?;
+        self.read(self.set.get(route.shard)).await
+    }
+
+    /// A connection to a shard's primary by name (admin paths, tools).
+    pub async fn db_on(&self, name: &str) -> Result<ShardConn, ShardError> {
+        let shard = self
+            .set
+            .by_name(name)
+            .ok_or_else(|| ShardError::UnknownShard(name.to_owned()))?;
+        self.primary(shard).await
+    }
+
+    pub async fn primary(&self, shard: &Shard) -> Result<ShardConn, ShardError> {
+        let conn = shard
+            .primary_pool()
+            .get()
+            .await
+            .map_err(|source| ShardError::Unavailable {
+                shard: shard.name().to_owned(),
+                source,
+            })?;
+        Ok(ShardConn {
+            conn,
+            shard: shard.id(),
+            name: shard.name().to_owned(),
+            on_replica: false,
+        })
+    }
+
+    /// The replica-aware read path for one shard.
+    pub async fn read(&self, shard: &Shard) -> Result<ShardConn, ShardError> {
+        if let Some(pool) = shard.replica_pool() {
+            if self.replicas.is_ready(shard.id()) {
+                match pool.get().await {
+                    Ok(conn) => {
+                        return Ok(ShardConn {
+                            conn,
+                            shard: shard.id(),
+                            name: shard.name().to_owned(),
+                            on_replica: true,
+                        });
+                    }
+                    Err(e) => self
+                        .replicas
+                        .mark_unready(shard.id(), format!("checkout failed: {e}")),
+                }
+            }
+            if shard.replica_fallback() == ReplicaFallback::FailReadiness {
+                return Err(ShardError::ReplicaUnavailable {
+                    shard: shard.name().to_owned(),
+                });
+            }
+        }
+        self.primary(shard).await
+    }
+
+    /// Runs `work` on every shard concurrently (at most [`FAN_OUT_LIMIT`] at once), each
+    /// bounded by `timeout`, and returns every shard's outcome in declaration order. One
+    /// failing shard never hides the others' answers. `read` picks the replica-aware path.
+    pub async fn each_shard<T, F, Fut>(
+        &self,
+        read: bool,
+        timeout: Duration,
+        work: F,
+    ) -> Vec<(ShardId, Result<T, ShardError>)>
+    where
+        F: Fn(ShardConn) -> Fut,
+        Fut: Future<Output = Result<T, ShardError>>,
+    {
+        let work = &work;
+        let shards: Vec<&Shard> = self.set.iter().collect();
+        let shards = &shards;
+        // Indices, not `&Shard`s, flow through the stream: a closure taking a borrowed
+        // argument would have to be higher-ranked, which async blocks cannot express.
+        futures::stream::iter(0..shards.len())
+            .map(|i| async move {
+                let shard = shards[i];
+                let attempt = async {
+                    let conn = if read {
+                        self.read(shard).await?
+                    } else {
+                        self.primary(shard).await?
+                    };
+                    work(conn).await
+                };
+                let outcome = tokio::time::timeout(timeout, attempt)
+                    .await
+                    .unwrap_or_else(|_| {
+                        Err(ShardError::Timeout {
+                            shard: shard.name().to_owned(),
+                            timeout,
+                        })
+                    });
+                (shard.id(), outcome)
+            })
+            .buffered(FAN_OUT_LIMIT)
+            .collect()
+            .await
+    }
+}

@@ -1,0 +1,143 @@
+//! Live health probes for a database target: can we query it, is it the role we expect
+//! (primary or replica in recovery), and has it applied exactly the migrations this build
+//! embeds? A replica that lags a migration is as unsafe to read as a dead one.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use diesel::QueryableByName;
+use diesel::sql_types::{Bool, Text};
+use diesel_async::RunQueryDsl;
+
+use super::replicas::ReplicaStates;
+use super::shard_set::{PgPool, ShardSet};
+
+/// The outcome of probing one database.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Probe {
+    pub up: bool,
+    pub detail: String,
+}
+
+impl Probe {
+    fn down(detail: impl Into<String>) -> Self {
+        Self {
+            up: false,
+            detail: detail.into(),
+        }
+    }
+}
+
+#[derive(QueryableByName)]
+struct VersionRow {
+    #[diesel(sql_type = Text)]
+    version: String,
+}
+
+#[derive(QueryableByName)]
+struct RecoveryRow {
+    #[diesel(sql_type = Bool)]
+    in_recovery: bool,
+}
+
+/// Probes a target. `expect_replica` checks that it is (or is not) in recovery;
+/// `expected` are the migration versions this build embeds.
+pub async fn probe(
+    pool: &PgPool,
+    expect_replica: bool,
+    expected: &BTreeSet<String>,
+    timeout: Duration,
+) -> Probe {
+    match tokio::time::timeout(timeout, probe_inner(pool, expect_replica, expected)).await {
+        Ok(probe) => probe,
+        Err(_) => Probe::down(format!("no answer within {timeout:?}")),
+    }
+}
+
+async fn probe_inner(pool: &PgPool, expect_replica: bool, expected: &BTreeSet<String>) -> Probe {
+    let mut conn = match pool.get().await {
+        Ok(c) => c,
+        Err(e) => return Probe::down(format!("unreachable: {e}")),
+    };
+    let recovery: Result<RecoveryRow, _> =
+        diesel::sql_query("SELECT pg_is_in_recovery() AS in_recovery")
+            .get_result(&mut conn)
+            .await;
+    match recovery {
+        Ok(r) if r.in_recovery != expect_replica => {
+            let role = if r.in_recovery {
+                "a replica"
+            } else {
+                "a primary"
+            };
+            return Probe::down(format!(
+                "the server is {role}, which is not what is configured"
+            ));
+        }
+        Ok(_) => {}
+        Err(e) => return Probe::down(format!("query failed: {e}")),
+    }
+    let applied: Result<Vec<VersionRow>, _> =
+        diesel::sql_query("SELECT version FROM __diesel_schema_migrations")
+            .load(&mut conn)
+            .await;
+    let applied: BTreeSet<String> = match applied {
+        Ok(rows) => rows.into_iter().map(|r| r.version).collect(),
+        Err(_) => BTreeSet::new(),
+    };
+    let pending = expected.difference(&applied).count();
+    let unknown = applied.difference(expected).count();
+    if pending > 0 {
+        Probe::down(format!(
+            "{pending} migration(s) pending: run `bookmarks migrate`"
+        ))
+    } else if unknown > 0 {
+        Probe::down(format!(
+            "{unknown} applied migration(s) unknown to this build (newer schema)"
+        ))
+    } else {
+        Probe {
+            up: true,
+            detail: format!("up, {} migration(s) applied", applied.len()),
+        }
+    }
+}
+
+/// Probes every replica once and records the result for the read path.
+pub async fn refresh_replicas(
+    shards: &ShardSet,
+    states: &ReplicaStates,
+    expected: &BTreeSet<String>,
+    timeout: Duration,
+) {
+    let checks = shards.iter().filter_map(|shard| {
+        shard.replica_pool().map(|pool| async move {
+            let p = probe(pool, true, expected, timeout).await;
+            if p.up {
+                states.mark_ready(shard.id());
+            } else {
+                states.mark_unready(shard.id(), p.detail);
+            }
+        })
+    });
+    futures::future::join_all(checks).await;
+}
+
+/// Keeps replica readiness fresh between readiness probes, so reads move back to a replica
+/// that recovered (and off one that failed) without waiting for an orchestrator's probe.
+pub fn spawn_replica_monitor(
+    shards: Arc<ShardSet>,
+    states: Arc<ReplicaStates>,
+    expected: Arc<BTreeSet<String>>,
+    every: Duration,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(every);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            refresh_replicas(&shards, &states, &expected, every).await;
+        }
+    })
+}

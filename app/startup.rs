@@ -1,0 +1,131 @@
+//! Builds the application: pools, router, replica monitor and listener. The server, the
+//! CLI and the tests all go through [`Application::build`].
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use tokio::net::TcpListener;
+
+use crate::configuration::Settings;
+use crate::migrate::{self, Kind, Selection};
+use crate::sharding::access::Shards;
+use crate::sharding::health::spawn_replica_monitor;
+use crate::sharding::replicas::ReplicaStates;
+use crate::sharding::shard_set::build_pool;
+use crate::sharding::{PinRouter, ShardRouter, ShardSet};
+use crate::web::state::{AppState, Inner};
+
+/// How the server is run (as opposed to what it talks to, which is [`Settings`]).
+#[derive(Debug, Clone)]
+pub struct ServeOptions {
+    /// Address to bind; port 0 picks a free port (tests).
+    pub bind: SocketAddr,
+    /// Returned as `X-Served-By`.
+    pub instance_name: String,
+    /// Apply pending migrations before serving.
+    pub migrate: bool,
+    /// Bound on one shard's part of a fan-out or a readiness probe.
+    pub shard_timeout: Duration,
+    /// Bound on a whole request.
+    pub request_timeout: Duration,
+    /// How often replica readiness is re-checked in the background.
+    pub replica_check_interval: Duration,
+}
+
+impl Default for ServeOptions {
+    fn default() -> Self {
+        Self {
+            bind: SocketAddr::from(([0, 0, 0, 0], 3000)),
+            instance_name: "bookmarks".to_owned(),
+            migrate: false,
+            shard_timeout: Duration::from_millis(1500),
+            request_timeout: Duration::from_secs(10),
+            replica_check_interval: Duration::from_secs(2),
+        }
+    }
+}
+
+pub struct Application {
+    listener: TcpListener,
+    router: axum::Router,
+    state: AppState,
+    replica_check_interval: Duration,
+}
+
+impl Application {
+    pub async fn build(settings: Settings, options: ServeOptions) -> anyhow::Result<Self> {
+        let topology = Arc::new(settings.topology.clone());
+        tracing::info!(
+            shards = topology.shards.len(),
+            total_max_connections = topology.total_max_connections(),
+            "topology loaded (compare total_max_connections x replicas with max_connections)"
+        );
+        if options.migrate {
+            let targets = migrate::targets(&topology, &Selection::default())?;
+            migrate::run(&targets).await?;
+        }
+        let set = Arc::new(ShardSet::new(topology.clone())?);
+        let control = build_pool(
+            &topology.control_url,
+            topology.control_pool_size,
+            &topology,
+            "control",
+        )?;
+        let router: Arc<dyn ShardRouter> = Arc::new(PinRouter::from_shard_set(&set));
+        let replicas = Arc::new(ReplicaStates::new(&set));
+        let state = AppState(Arc::new(Inner {
+            settings,
+            shards: Shards::new(set, router, replicas),
+            control,
+            instance_name: options.instance_name.clone(),
+            shard_timeout: options.shard_timeout,
+            expected_control_migrations: migrate::expected_versions(Kind::Control),
+            expected_shard_migrations: Arc::new(migrate::expected_versions(Kind::Shard)),
+            metrics: crate::web::metrics::recorder(),
+        }));
+        let listener = TcpListener::bind(options.bind)
+            .await
+            .with_context(|| format!("cannot bind {}", options.bind))?;
+        let router = crate::web::router(state.clone(), options.request_timeout);
+        Ok(Self {
+            listener,
+            router,
+            state,
+            replica_check_interval: options.replica_check_interval,
+        })
+    }
+
+    pub fn local_addr(&self) -> SocketAddr {
+        self.listener
+            .local_addr()
+            .expect("a bound listener has an address")
+    }
+
+    pub fn state(&self) -> &AppState {
+        &self.state
+    }
+
+    /// Serves until `shutdown` completes, then stops accepting and drains in-flight requests.
+    pub async fn run_until(
+        self,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> std::io::Result<()> {
+        let (set, replicas) = self.state.shards.shared();
+        let monitor = spawn_replica_monitor(
+            set,
+            replicas,
+            Arc::clone(&self.state.expected_shard_migrations),
+            self.replica_check_interval,
+        );
+        tracing::info!(addr = %self.local_addr(), instance = %self.state.instance_name, "serving");
+        let result = axum::serve(self.listener, self.router)
+            .with_graceful_shutdown(shutdown)
+            .await;
+        monitor.abort();
+        tracing::info!("stopped");
+        result
+    }
+}

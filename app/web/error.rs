@@ -1,0 +1,199 @@
+//! `ApiError`: the one place where every layer's errors become HTTP responses.
+//!
+//! Clients get `{"error":{"code":…,"message":…}}` with a status that says whose fault it is.
+//! Internal causes (database messages, pool errors) are logged here and never sent.
+
+use axum::Json;
+use axum::extract::rejection::{FormRejection, JsonRejection, PathRejection, QueryRejection};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+use crate::bookmarks::model::FieldError;
+use crate::sharding::access::ShardError;
+use crate::tenancy::TenantError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    #[error(transparent)]
+    Tenant(#[from] TenantError),
+    #[error("validation failed")]
+    Validation(Vec<FieldError>),
+    #[error("{message}")]
+    BadRequest { code: &'static str, message: String },
+    #[error("{0}")]
+    NotFound(&'static str),
+    #[error("this tenant already has a bookmark for that URL")]
+    DuplicateUrl { existing: Uuid },
+    #[error("the request body is larger than {limit} bytes")]
+    PayloadTooLarge { limit: usize },
+    #[error("the request must be sent as {0}")]
+    UnsupportedMediaType(&'static str),
+    #[error("the form was not submitted from this site")]
+    CrossSite,
+    #[error(transparent)]
+    Shard(#[from] ShardError),
+    #[error("internal error")]
+    Internal(#[from] anyhow::Error),
+}
+
+impl ApiError {
+    pub fn status(&self) -> StatusCode {
+        match self {
+            ApiError::Tenant(_) | ApiError::BadRequest { .. } => StatusCode::BAD_REQUEST,
+            ApiError::Validation(_) => StatusCode::UNPROCESSABLE_ENTITY,
+            ApiError::NotFound(_) => StatusCode::NOT_FOUND,
+            ApiError::DuplicateUrl { .. } => StatusCode::CONFLICT,
+            ApiError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            ApiError::CrossSite => StatusCode::FORBIDDEN,
+            ApiError::Shard(e) => match e {
+                ShardError::Unavailable { .. }
+                | ShardError::ReplicaUnavailable { .. }
+                | ShardError::Timeout { .. }
+                | ShardError::Route(_) => StatusCode::SERVICE_UNAVAILABLE,
+                ShardError::UnknownShard(_) => StatusCode::NOT_FOUND,
+                ShardError::Query { .. } => StatusCode::INTERNAL_SERVER_ERROR,
+            },
+            ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    /// The JSON error object (also used by the HTML pages to show a message).
+    pub fn body(&self) -> Value {
+        let (code, message, extra) = match self {
+            ApiError::Tenant(TenantError::Missing { .. }) => {
+                ("missing_tenant", self.to_string(), json!({}))
+            }
+            ApiError::Tenant(TenantError::Invalid { .. }) => {
+                ("invalid_tenant", self.to_string(), json!({}))
+            }
+            ApiError::Validation(fields) => (
+                "validation_failed",
+                fields
+                    .iter()
+                    .map(|f| f.message.clone())
+                    .collect::<Vec<_>>()
+                    .join("; "),
+                json!({ "fields": fields }),
+            ),
+            ApiError::BadRequest { code, message } => (*code, message.clone(), json!({})),
+            ApiError::NotFound(_) => ("not_found", self.to_string(), json!({})),
+            ApiError::DuplicateUrl { existing } => {
+                ("duplicate_url", self.to_string(), json!({ "id": existing }))
+            }
+            ApiError::PayloadTooLarge { .. } => ("payload_too_large", self.to_string(), json!({})),
+            ApiError::UnsupportedMediaType(_) => {
+                ("unsupported_media_type", self.to_string(), json!({}))
+            }
+            ApiError::CrossSite => ("cross_site_request", self.to_string(), json!({})),
+            ApiError::Shard(e) => match (e, e.shard()) {
+                (ShardError::ReplicaUnavailable { shard }, _) => (
+                    "replica_unavailable",
+                    format!("the read replica of shard {shard} is not ready; try again later"),
+                    json!({ "shard": shard }),
+                ),
+                (ShardError::UnknownShard(name), _) => (
+                    "unknown_shard",
+                    format!("no shard is named {name:?}"),
+                    json!({}),
+                ),
+                (ShardError::Query { .. }, _) => {
+                    ("internal", "internal error".to_owned(), json!({}))
+                }
+                (_, Some(shard)) => (
+                    "shard_unavailable",
+                    format!("shard {shard} is unavailable; try again later"),
+                    json!({ "shard": shard }),
+                ),
+                (_, None) => (
+                    "routing_unavailable",
+                    "routing is unavailable; try again later".to_owned(),
+                    json!({}),
+                ),
+            },
+            ApiError::Internal(_) => ("internal", "internal error".to_owned(), json!({})),
+        };
+        let mut error = json!({ "code": code, "message": message });
+        if let (Some(obj), Value::Object(more)) = (error.as_object_mut(), extra) {
+            obj.extend(more);
+        }
+        json!({ "error": error })
+    }
+
+    /// Logs what the client will not see.
+    pub fn log(&self) {
+        match self {
+            ApiError::Internal(e) => tracing::error!(error = ?e, "internal error"),
+            ApiError::Shard(e @ ShardError::Query { .. }) => {
+                tracing::error!(error = ?e, "query failed")
+            }
+            ApiError::Shard(e) => tracing::warn!(error = %e, "shard unavailable"),
+            _ => {}
+        }
+    }
+
+    pub fn from_json_rejection(r: JsonRejection) -> Self {
+        match r {
+            JsonRejection::MissingJsonContentType(_) => {
+                ApiError::UnsupportedMediaType("application/json")
+            }
+            JsonRejection::BytesRejection(_) if r.status() == StatusCode::PAYLOAD_TOO_LARGE => {
+                ApiError::PayloadTooLarge {
+                    limit: super::BODY_LIMIT_BYTES,
+                }
+            }
+            JsonRejection::JsonSyntaxError(_) => ApiError::BadRequest {
+                code: "malformed_json",
+                message: r.body_text(),
+            },
+            _ => ApiError::BadRequest {
+                code: "invalid_body",
+                message: r.body_text(),
+            },
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        self.log();
+        (self.status(), Json(self.body())).into_response()
+    }
+}
+
+impl From<JsonRejection> for ApiError {
+    fn from(r: JsonRejection) -> Self {
+        ApiError::from_json_rejection(r)
+    }
+}
+
+impl From<QueryRejection> for ApiError {
+    fn from(r: QueryRejection) -> Self {
+        ApiError::BadRequest {
+            code: "invalid_query",
+            message: r.body_text(),
+        }
+    }
+}
+
+impl From<PathRejection> for ApiError {
+    fn from(_: PathRejection) -> Self {
+        ApiError::NotFound("no bookmark has that id")
+    }
+}
+
+impl From<FormRejection> for ApiError {
+    fn from(r: FormRejection) -> Self {
+        if r.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            return ApiError::PayloadTooLarge {
+                limit: super::BODY_LIMIT_BYTES,
+            };
+        }
+        ApiError::BadRequest {
+            code: "invalid_form",
+            message: r.body_text(),
+        }
+    }
+}

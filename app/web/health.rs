@@ -1,0 +1,103 @@
+//! `/health` (liveness), `/ready` and `/actuator/health` (readiness with live checks).
+//!
+//! Readiness probes the control database and every shard's primary and replica, including
+//! migration parity, concurrently and each within the shard timeout, so one dead server
+//! costs a probe that long and no more.
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use serde_json::{Value, json};
+
+use super::state::AppState;
+use crate::sharding::health::probe;
+use crate::sharding::topology::ReplicaFallback;
+
+/// Liveness: the process is serving. Database trouble must not get it restarted.
+pub async fn health(State(state): State<AppState>) -> Json<Value> {
+    Json(json!({
+        "status": "UP",
+        "components": {
+            "process": { "status": "UP", "details": { "instance": state.instance_name } }
+        }
+    }))
+}
+
+pub async fn ready(State(state): State<AppState>) -> (StatusCode, Json<Value>) {
+    let report = readiness(&state).await;
+    let code = if report["status"] == "UP" {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    (code, Json(report))
+}
+
+fn status(up: bool) -> &'static str {
+    if up { "UP" } else { "DOWN" }
+}
+
+/// Builds the component report, updating replica readiness as a side effect.
+pub async fn readiness(state: &AppState) -> Value {
+    let timeout = state.shard_timeout;
+    let shards = state.shards.set();
+    let control = probe(
+        &state.control,
+        false,
+        &state.expected_control_migrations,
+        timeout,
+    );
+    let per_shard = futures::future::join_all(shards.iter().map(|shard| async move {
+        let expected = &state.expected_shard_migrations;
+        let primary = probe(shard.primary_pool(), false, expected, timeout);
+        let replica = async {
+            match shard.replica_pool() {
+                Some(pool) => Some(probe(pool, true, expected, timeout).await),
+                None => None,
+            }
+        };
+        let (primary, replica) = futures::join!(primary, replica);
+        (shard, primary, replica)
+    }));
+    let (control, per_shard) = futures::join!(control, per_shard);
+
+    let mut all_up = control.up;
+    let mut components = serde_json::Map::new();
+    components.insert(
+        "db:control".to_owned(),
+        json!({ "status": status(control.up), "details": { "primary": control.detail } }),
+    );
+    for (shard, primary, replica) in per_shard {
+        let mut up = primary.up;
+        let mut details = json!({
+            "primary": primary.detail,
+            "slots": shard.spec().slot_count(),
+        });
+        if let Some(replica) = replica {
+            let states = state.shards.replicas();
+            if replica.up {
+                states.mark_ready(shard.id());
+                details["replica"] = json!(replica.detail);
+                details["reads"] = json!("replica");
+            } else {
+                states.mark_unready(shard.id(), replica.detail.clone());
+                details["replica"] = json!(format!("down: {}", replica.detail));
+                match shard.replica_fallback() {
+                    ReplicaFallback::Primary => {
+                        details["reads"] = json!("primary (replica_fallback = primary)");
+                    }
+                    ReplicaFallback::FailReadiness => {
+                        up = false;
+                        details["reads"] = json!("refused (replica_fallback = fail_readiness)");
+                    }
+                }
+            }
+        }
+        all_up &= up;
+        components.insert(
+            format!("db:shard:{}", shard.name()),
+            json!({ "status": status(up), "details": details }),
+        );
+    }
+    json!({ "status": status(all_up), "components": components })
+}

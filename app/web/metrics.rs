@@ -1,0 +1,132 @@
+//! Request metrics and their two views: `/metrics` (Prometheus text) and
+//! `/actuator/metrics` (JSON, with a `database_shards` block of pool stats and slot counts).
+
+use std::sync::OnceLock;
+use std::time::Instant;
+
+use axum::Json;
+use axum::extract::{MatchedPath, Request, State};
+use axum::http::HeaderValue;
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+use serde_json::{Value, json};
+
+use super::extract::ServedByShard;
+use super::state::AppState;
+use crate::sharding::shard_set::PgPool;
+
+const LATENCY_BUCKETS: &[f64] = &[
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
+];
+
+/// The process-wide recorder. Installed once: every app in the process (tests spawn
+/// several) records into it and renders from it.
+pub fn recorder() -> PrometheusHandle {
+    static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
+    HANDLE
+        .get_or_init(|| {
+            let recorder = PrometheusBuilder::new()
+                .set_buckets_for_metric(
+                    Matcher::Full("http_request_duration_seconds".to_owned()),
+                    LATENCY_BUCKETS,
+                )
+                .expect("buckets are non-empty")
+                .build_recorder();
+            let handle = recorder.handle();
+            // Another recorder may already be installed by an embedding program; then we
+            // still render our own handle (which simply stays empty).
+            let _ = metrics::set_global_recorder(recorder);
+            handle
+        })
+        .clone()
+}
+
+/// Times each request and records route, status and serving shard; sets `X-Shard`.
+pub async fn track(request: Request, next: Next) -> Response {
+    let started = Instant::now();
+    let route = request
+        .extensions()
+        .get::<MatchedPath>()
+        .map(|p| p.as_str().to_owned())
+        .unwrap_or_else(|| "unmatched".to_owned());
+    let served = ServedByShard::default();
+    let mut request = request;
+    request.extensions_mut().insert(served.clone());
+    let mut response = next.run(request).await;
+    let shard = served.0.get().cloned().unwrap_or_else(|| "none".to_owned());
+    if shard != "none"
+        && let Ok(value) = HeaderValue::from_str(&shard)
+    {
+        response.headers_mut().insert("x-shard", value);
+    }
+    let labels = [
+        ("route", route),
+        ("status", response.status().as_u16().to_string()),
+        ("shard", shard),
+    ];
+    metrics::counter!("http_requests_total", &labels).increment(1);
+    metrics::histogram!("http_request_duration_seconds", &labels)
+        .record(started.elapsed().as_secs_f64());
+    response
+}
+
+fn pool_json(pool: &PgPool) -> Value {
+    let s = pool.status();
+    json!({
+        "max_size": s.max_size,
+        "size": s.size,
+        "in_use": s.size.saturating_sub(s.available),
+        "available": s.available,
+        "waiting": s.waiting,
+    })
+}
+
+fn record_pool_gauges(state: &AppState) {
+    let set = |target: &str, role: &'static str, pool: &PgPool| {
+        let s = pool.status();
+        let gauge = |state_label: &'static str, v: usize| {
+            metrics::gauge!("db_pool_connections", "shard" => target.to_owned(), "role" => role, "state" => state_label).set(v as f64);
+        };
+        gauge("max", s.max_size);
+        gauge("size", s.size);
+        gauge("in_use", s.size.saturating_sub(s.available));
+        gauge("waiting", s.waiting);
+    };
+    set("control", "primary", &state.control);
+    for shard in state.shards.set().iter() {
+        set(shard.name(), "primary", shard.primary_pool());
+        if let Some(pool) = shard.replica_pool() {
+            set(shard.name(), "replica", pool);
+        }
+    }
+}
+
+pub async fn prometheus(State(state): State<AppState>) -> impl IntoResponse {
+    record_pool_gauges(&state);
+    (
+        [("content-type", "text/plain; version=0.0.4; charset=utf-8")],
+        state.metrics.render(),
+    )
+}
+
+pub async fn actuator(State(state): State<AppState>) -> Json<Value> {
+    let mut shards = serde_json::Map::new();
+    for shard in state.shards.set().iter() {
+        shards.insert(
+            shard.name().to_owned(),
+            json!({
+                "slots": shard.spec().slot_count(),
+                "primary": pool_json(shard.primary_pool()),
+                "replica": shard.replica_pool().map(pool_json),
+                "replica_ready": shard.replica_pool().map(|_| state.shards.replicas().is_ready(shard.id())),
+            }),
+        );
+    }
+    Json(json!({
+        "instance": state.instance_name,
+        "database_control": pool_json(&state.control),
+        "database_shards": shards,
+        "total_max_connections": state.shards.set().total_max_connections(),
+    }))
+}

@@ -1,0 +1,33 @@
+//! Shared application state handed to every handler.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::configuration::Settings;
+use crate::sharding::access::Shards;
+use crate::sharding::shard_set::PgPool;
+
+#[derive(Clone)]
+pub struct AppState(pub Arc<Inner>);
+
+pub struct Inner {
+    pub settings: Settings,
+    pub shards: Shards,
+    /// The control database (framework state; never sharded).
+    pub control: PgPool,
+    /// `X-Served-By` value.
+    pub instance_name: String,
+    /// Bound on one shard's part of a fan-out and of one readiness probe.
+    pub shard_timeout: Duration,
+    pub expected_control_migrations: BTreeSet<String>,
+    pub expected_shard_migrations: Arc<BTreeSet<String>>,
+    pub metrics: metrics_exporter_prometheus::PrometheusHandle,
+}
+
+impl std::ops::Deref for AppState {
+    type Target = Inner;
+    fn deref(&self) -> &Inner {
+        &self.0
+    }
+}

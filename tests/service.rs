@@ -1,0 +1,1041 @@
+//! The bookmarks service against real Postgres: control, shard0 (with a streaming replica)
+//! and shard1 each in their own container, the app spawned for real, rows checked directly
+//! in the shard databases.
+
+mod support;
+
+use std::sync::LazyLock;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use support::*;
+use tokio::sync::OnceCell;
+
+/// Ports of the shared servers (containers live until the process exits).
+struct Cluster {
+    control: u16,
+    shard0: u16,
+    replica0: u16,
+    shard1: u16,
+}
+
+/// The shared servers outlive every test's runtime, so they are started on their own.
+static RUNTIME: LazyLock<tokio::runtime::Runtime> = LazyLock::new(|| {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap()
+});
+static CLUSTER: OnceCell<Cluster> = OnceCell::const_new();
+
+async fn cluster() -> &'static Cluster {
+    CLUSTER
+        .get_or_init(|| async {
+            RUNTIME
+                .spawn(async {
+                    let network = unique("bookmarks-test-net");
+                    let (control, shard0, shard1) = tokio::join!(
+                        start_server(&network),
+                        start_server(&network),
+                        start_server(&network)
+                    );
+                    let replica = start_replica(&shard0, &network).await;
+                    let c = Cluster {
+                        control: control.port,
+                        shard0: shard0.port,
+                        replica0: replica.port,
+                        shard1: shard1.port,
+                    };
+                    keep_until_exit(replica.container);
+                    for s in [control, shard0, shard1] {
+                        keep_until_exit(s.container);
+                    }
+                    c
+                })
+                .await
+                .unwrap()
+        })
+        .await
+}
+
+/// Fresh databases for one test on the shared servers.
+async fn layout(extra: &str) -> Layout {
+    let c = cluster().await;
+    let db = unique("t").replace('-', "_");
+    let control = format!("{db}_control");
+    let shard = format!("{db}_shard");
+    create_database(c.control, &control).await;
+    create_database(c.shard0, &shard).await;
+    create_database(c.shard1, &shard).await;
+    Layout {
+        control: (c.control, control),
+        shards: vec![
+            (
+                "shard0".to_owned(),
+                c.shard0,
+                shard.clone(),
+                Some(c.replica0),
+            ),
+            ("shard1".to_owned(), c.shard1, shard, None),
+        ],
+        extra: extra.to_owned(),
+    }
+}
+
+async fn app() -> (TestApp, Layout) {
+    let l = layout("").await;
+    (TestApp::spawn(l.settings(), "test-instance").await, l)
+}
+
+/// What `bookmarks route` says about keys, run as a user would run it.
+fn route_with_cli(layout: &Layout, keys: &[String]) -> Vec<Value> {
+    let config = std::env::temp_dir().join(format!("{}.toml", unique("route")));
+    std::fs::write(&config, layout.toml()).unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_bookmarks"))
+        .arg("--config")
+        .arg(&config)
+        .arg("route")
+        .arg("--")
+        .args(keys)
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_file(&config);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn port_of(layout: &Layout, shard: &str) -> (u16, String) {
+    let (_, port, db, _) = layout.shards.iter().find(|s| s.0 == shard).unwrap();
+    (*port, db.clone())
+}
+
+#[tokio::test]
+async fn every_tenants_rows_land_on_the_shard_that_route_names() {
+    let (app, layout) = app().await;
+    let tenants: Vec<String> = (0..24).map(|i| format!("placement-tenant-{i}")).collect();
+    for t in &tenants {
+        let created = app
+            .create(t, json!({"url": format!("https://example.com/{t}")}))
+            .await;
+        assert!(created["shard"] == "shard0" || created["shard"] == "shard1");
+    }
+    let routes = route_with_cli(&layout, &tenants);
+    let mut seen = std::collections::BTreeSet::new();
+    for (t, route) in tenants.iter().zip(routes) {
+        let owner = route["shard"].as_str().unwrap().to_owned();
+        seen.insert(owner.clone());
+        for shard in ["shard0", "shard1"] {
+            let (port, db) = port_of(&layout, shard);
+            let rows = sql(
+                port,
+                &db,
+                &format!("SELECT count(*) FROM bookmarks WHERE tenant_id = '{t}'"),
+            )
+            .await;
+            let expected = if shard == owner { "1" } else { "0" };
+            assert_eq!(
+                rows[0][0].as_deref(),
+                Some(expected),
+                "tenant {t} on {shard}, route says {owner}"
+            );
+        }
+    }
+    assert_eq!(seen.len(), 2, "24 tenants should exercise both shards");
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn responses_name_the_serving_shard_and_instance() {
+    let (app, _) = app().await;
+    let created = app
+        .create("acme-corp", json!({"url": "https://a.example"}))
+        .await;
+    assert_eq!(created["shard"], "shard1");
+    let res = app
+        .get("/api/bookmarks")
+        .header("X-Tenant-Id", "acme-corp")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.headers()["x-shard"], "shard1");
+    assert_eq!(res.headers()["x-served-by"], "test-instance");
+    assert!(res.headers().contains_key("x-request-id"));
+    let body: Value = res.json().await.unwrap();
+    assert_eq!(body["shard"], "shard1");
+    assert_eq!(body["items"].as_array().unwrap().len(), 1);
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn tenants_sharing_a_shard_cannot_see_or_touch_each_others_bookmarks() {
+    let (app, layout) = app().await;
+    // Find two tenants that hash to the same shard.
+    let candidates: Vec<String> = (0..10).map(|i| format!("iso-{i}")).collect();
+    let routes = route_with_cli(&layout, &candidates);
+    let first_shard = routes[0]["shard"].clone();
+    let other = routes
+        .iter()
+        .skip(1)
+        .position(|r| r["shard"] == first_shard)
+        .unwrap()
+        + 1;
+    let (a, b) = (&candidates[0], &candidates[other]);
+
+    let mine = app
+        .create(a, json!({"url": "https://shared.example", "tags": ["x"]}))
+        .await;
+    // The same URL for another tenant is not a duplicate.
+    app.create(b, json!({"url": "https://shared.example"}))
+        .await;
+    let id = mine["id"].as_str().unwrap();
+
+    let list: Value = app
+        .get("/api/bookmarks")
+        .header("X-Tenant-Id", b)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(list["items"].as_array().unwrap().len(), 1);
+    assert_ne!(list["items"][0]["id"], mine["id"]);
+    for req in [
+        app.get(&format!("/api/bookmarks/{id}")),
+        app.patch(&format!("/api/bookmarks/{id}"))
+            .json(&json!({"title": "stolen"})),
+        app.delete(&format!("/api/bookmarks/{id}")),
+    ] {
+        let res = req.header("X-Tenant-Id", b).send().await.unwrap();
+        assert_eq!(res.status(), 404);
+    }
+    let tags: Value = app
+        .get("/api/tags")
+        .header("X-Tenant-Id", b)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(tags["tags"], json!([]));
+    let mine_again: Value = app
+        .get(&format!("/api/bookmarks/{id}"))
+        .header("X-Tenant-Id", a)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(mine_again["title"], "");
+    app.stop().await;
+}
+
+async fn expect_error(res: reqwest::Response, status: u16, code: &str) -> Value {
+    let got = res.status().as_u16();
+    let text = res.text().await.unwrap();
+    let body: Value =
+        serde_json::from_str(&text).unwrap_or_else(|_| panic!("not JSON ({got}): {text}"));
+    assert_eq!(
+        (got, body["error"]["code"].as_str().unwrap_or_default()),
+        (status, code),
+        "{body}"
+    );
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .is_some_and(|m| !m.is_empty()),
+        "{body}"
+    );
+    body
+}
+
+#[tokio::test]
+async fn bad_input_gets_a_specific_json_4xx_never_a_500() {
+    let (app, _) = app().await;
+    let t = "validation-tenant";
+    let post = |body: Value| {
+        app.post("/api/bookmarks")
+            .header("X-Tenant-Id", t)
+            .json(&body)
+    };
+
+    for (body, field) in [
+        (json!({"url": "ftp://example.com"}), "url"),
+        (json!({"url": "javascript:alert(1)"}), "url"),
+        (json!({"url": ""}), "url"),
+        (
+            json!({"url": format!("https://e.com/{}", "a".repeat(2048))}),
+            "url",
+        ),
+        (
+            json!({"url": "https://e.com", "title": "t".repeat(301)}),
+            "title",
+        ),
+        (
+            json!({"url": "https://e.com", "notes": "n".repeat(10_001)}),
+            "notes",
+        ),
+        (
+            json!({"url": "https://e.com", "tags": (0..21).map(|i| format!("t{i}")).collect::<Vec<_>>()}),
+            "tags",
+        ),
+        (
+            json!({"url": "https://e.com", "tags": ["x".repeat(41)]}),
+            "tags",
+        ),
+    ] {
+        let body = expect_error(post(body).send().await.unwrap(), 422, "validation_failed").await;
+        assert_eq!(body["error"]["fields"][0]["field"], field, "{body}");
+    }
+    // Limits are inclusive.
+    let ok = app
+        .create(t, json!({"url": "https://e.com/max", "title": "é".repeat(300), "notes": "n".repeat(10_000),
+            "tags": (0..20).map(|i| format!("Tag{i}{}", "x".repeat(30))).collect::<Vec<_>>()}))
+        .await;
+    assert_eq!(
+        ok["tags"][0],
+        format!("tag0{}", "x".repeat(30)),
+        "tags are lower-cased"
+    );
+
+    let dup = app.create(t, json!({"url": "https://dup.example"})).await;
+    let conflict = expect_error(
+        post(json!({"url": "https://dup.example"}))
+            .send()
+            .await
+            .unwrap(),
+        409,
+        "duplicate_url",
+    )
+    .await;
+    assert_eq!(conflict["error"]["id"], dup["id"]);
+
+    let raw = |body: &'static str| {
+        app.post("/api/bookmarks")
+            .header("X-Tenant-Id", t)
+            .header("content-type", "application/json")
+            .body(body)
+    };
+    expect_error(
+        raw("{\"url\":").send().await.unwrap(),
+        400,
+        "malformed_json",
+    )
+    .await;
+    expect_error(
+        raw("{\"url\": 42}").send().await.unwrap(),
+        400,
+        "invalid_body",
+    )
+    .await;
+    expect_error(
+        raw("{\"url\": \"https://e.com\", \"colour\": 1}")
+            .send()
+            .await
+            .unwrap(),
+        400,
+        "invalid_body",
+    )
+    .await;
+    expect_error(
+        app.post("/api/bookmarks")
+            .header("X-Tenant-Id", t)
+            .body("{}")
+            .send()
+            .await
+            .unwrap(),
+        415,
+        "unsupported_media_type",
+    )
+    .await;
+    let huge = format!(
+        "{{\"url\": \"https://e.com\", \"notes\": \"{}\"}}",
+        "n".repeat(200_000)
+    );
+    expect_error(
+        app.post("/api/bookmarks")
+            .header("X-Tenant-Id", t)
+            .header("content-type", "application/json")
+            .body(huge)
+            .send()
+            .await
+            .unwrap(),
+        413,
+        "payload_too_large",
+    )
+    .await;
+
+    let missing = "/api/bookmarks/01900000-0000-7000-8000-000000000000";
+    expect_error(
+        app.get(missing)
+            .header("X-Tenant-Id", t)
+            .send()
+            .await
+            .unwrap(),
+        404,
+        "not_found",
+    )
+    .await;
+    expect_error(
+        app.get("/api/bookmarks/not-a-uuid")
+            .header("X-Tenant-Id", t)
+            .send()
+            .await
+            .unwrap(),
+        404,
+        "not_found",
+    )
+    .await;
+    expect_error(
+        app.patch(missing)
+            .header("X-Tenant-Id", t)
+            .json(&json!({"title": "x"}))
+            .send()
+            .await
+            .unwrap(),
+        404,
+        "not_found",
+    )
+    .await;
+    expect_error(
+        app.delete(missing)
+            .header("X-Tenant-Id", t)
+            .send()
+            .await
+            .unwrap(),
+        404,
+        "not_found",
+    )
+    .await;
+    expect_error(
+        app.get("/api/bookmarks?limit=101")
+            .header("X-Tenant-Id", t)
+            .send()
+            .await
+            .unwrap(),
+        400,
+        "invalid_limit",
+    )
+    .await;
+    expect_error(
+        app.get("/api/bookmarks?limit=0")
+            .header("X-Tenant-Id", t)
+            .send()
+            .await
+            .unwrap(),
+        400,
+        "invalid_limit",
+    )
+    .await;
+    expect_error(
+        app.get("/api/bookmarks?limit=ten")
+            .header("X-Tenant-Id", t)
+            .send()
+            .await
+            .unwrap(),
+        400,
+        "invalid_query",
+    )
+    .await;
+    expect_error(
+        app.get("/api/bookmarks?cursor=zzz")
+            .header("X-Tenant-Id", t)
+            .send()
+            .await
+            .unwrap(),
+        400,
+        "invalid_cursor",
+    )
+    .await;
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_missing_or_malformed_tenant_id_is_a_400_that_says_why() {
+    let (app, _) = app().await;
+    let body = expect_error(
+        app.get("/api/bookmarks").send().await.unwrap(),
+        400,
+        "missing_tenant",
+    )
+    .await;
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("X-Tenant-Id")
+    );
+    for (bad, why) in [
+        ("", "empty"),
+        ("-starts-with-dash", "start with a letter or digit"),
+        ("has space", "only contain"),
+        ("semi;colon", "only contain"),
+    ] {
+        let body = expect_error(
+            app.get("/api/bookmarks")
+                .header("X-Tenant-Id", bad)
+                .send()
+                .await
+                .unwrap(),
+            400,
+            "invalid_tenant",
+        )
+        .await;
+        assert!(
+            body["error"]["message"].as_str().unwrap().contains(why),
+            "{bad:?}: {body}"
+        );
+    }
+    let long = "a".repeat(65);
+    expect_error(
+        app.get("/api/bookmarks")
+            .header("X-Tenant-Id", long)
+            .send()
+            .await
+            .unwrap(),
+        400,
+        "invalid_tenant",
+    )
+    .await;
+    let ok = app
+        .get("/api/bookmarks")
+        .header("X-Tenant-Id", "a".repeat(64))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(ok.status(), 200);
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn lists_are_newest_first_with_keyset_pages_tag_filter_and_search() {
+    let (app, _) = app().await;
+    let t = "pager";
+    let mut ids = Vec::new();
+    for i in 0..7 {
+        let tags = if i % 2 == 0 {
+            json!(["Even"])
+        } else {
+            json!(["odd"])
+        };
+        let b = app.create(t, json!({"url": format!("https://p.example/{i}"), "title": format!("Item {i} 100%"), "tags": tags})).await;
+        ids.push(b["id"].as_str().unwrap().to_owned());
+    }
+    let page1: Value = app
+        .get("/api/bookmarks?limit=3")
+        .header("X-Tenant-Id", t)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let got: Vec<&str> = page1["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(got, [&ids[6], &ids[5], &ids[4]]);
+    let cursor = page1["next_cursor"].as_str().unwrap();
+    let page2: Value = app
+        .get(&format!("/api/bookmarks?limit=3&cursor={cursor}"))
+        .header("X-Tenant-Id", t)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let got: Vec<&str> = page2["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(got, [&ids[3], &ids[2], &ids[1]]);
+    let page3: Value = app
+        .get(&format!(
+            "/api/bookmarks?limit=3&cursor={}",
+            page2["next_cursor"].as_str().unwrap()
+        ))
+        .header("X-Tenant-Id", t)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(page3["items"].as_array().unwrap().len(), 1);
+    assert!(page3["next_cursor"].is_null());
+
+    let even: Value = app
+        .get("/api/bookmarks?tag=EVEN")
+        .header("X-Tenant-Id", t)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(even["items"].as_array().unwrap().len(), 4);
+    let search: Value = app
+        .get("/api/bookmarks?q=item%203")
+        .header("X-Tenant-Id", t)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(search["items"].as_array().unwrap().len(), 1);
+    // `%` is matched literally, not as a wildcard.
+    let pct: Value = app
+        .get("/api/bookmarks?q=0%25")
+        .header("X-Tenant-Id", t)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(pct["items"].as_array().unwrap().len(), 7);
+    let none: Value = app
+        .get("/api/bookmarks?q=1%25x")
+        .header("X-Tenant-Id", t)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(none["items"].as_array().unwrap().len(), 0);
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_tenant_reads_its_own_writes_immediately_and_can_edit_and_delete() {
+    let (app, _) = app().await;
+    let t = "ryow-tenant";
+    for i in 0..5 {
+        let created = app
+            .create(t, json!({"url": format!("https://r.example/{i}")}))
+            .await;
+        let id = created["id"].as_str().unwrap();
+        let got = app
+            .get(&format!("/api/bookmarks/{id}"))
+            .header("X-Tenant-Id", t)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(got.status(), 200, "a fresh write is visible at once");
+    }
+    let b = app
+        .create(t, json!({"url": "https://edit.example", "title": "before"}))
+        .await;
+    let id = b["id"].as_str().unwrap();
+    let patched: Value = app
+        .patch(&format!("/api/bookmarks/{id}"))
+        .header("X-Tenant-Id", t)
+        .json(&json!({"title": "after", "tags": ["New", "new", " two "]}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(patched["title"], "after");
+    assert_eq!(patched["tags"], json!(["new", "two"]));
+    assert_eq!(patched["url"], "https://edit.example");
+    assert_eq!(patched["id"], b["id"], "ids never change");
+    let conflict = app
+        .patch(&format!("/api/bookmarks/{id}"))
+        .header("X-Tenant-Id", t)
+        .json(&json!({"url": "https://r.example/0"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(conflict.status(), 409);
+    let del = app
+        .delete(&format!("/api/bookmarks/{id}"))
+        .header("X-Tenant-Id", t)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(del.status(), 204);
+    let gone = app
+        .get(&format!("/api/bookmarks/{id}"))
+        .header("X-Tenant-Id", t)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(gone.status(), 404);
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn the_replica_streams_shard0_and_serves_lag_tolerant_reads() {
+    let (app, layout) = app().await;
+    let c = cluster().await;
+    let (_, _, db, _) = &layout.shards[0];
+    let in_recovery = sql(c.replica0, db, "SELECT pg_is_in_recovery()").await;
+    assert_eq!(in_recovery[0][0].as_deref(), Some("t"));
+    // "hooli" hashes to shard0 (slot 3974).
+    app.create("hooli", json!({"url": "https://h.example", "tags": ["x"]}))
+        .await;
+    let replicated = eventually(Duration::from_secs(5), || async {
+        sql(
+            c.replica0,
+            db,
+            "SELECT count(*) FROM bookmarks WHERE tenant_id = 'hooli'",
+        )
+        .await[0][0]
+            .as_deref()
+            == Some("1")
+    })
+    .await;
+    assert!(replicated, "the row reached the replica within 5 s");
+    let served_by_replica = eventually(Duration::from_secs(5), || async {
+        let tags: Value = app
+            .get("/api/tags")
+            .header("X-Tenant-Id", "hooli")
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        tags["served_by"] == "replica" && tags["tags"] == json!([{"tag": "x", "count": 1}])
+    })
+    .await;
+    assert!(served_by_replica);
+    let stats: Value = app
+        .get("/api/stats")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(stats["shards"][0]["served_by"], "replica");
+    assert_eq!(stats["shards"][1]["served_by"], "primary");
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn stats_fan_out_over_every_shard_in_declaration_order() {
+    let (app, _) = app().await;
+    app.create("hooli", json!({"url": "https://1.example"}))
+        .await; // shard0
+    app.create("acme-corp", json!({"url": "https://2.example"}))
+        .await; // shard1
+    app.create("acme-corp", json!({"url": "https://3.example"}))
+        .await;
+    let counts_match = eventually(Duration::from_secs(5), || async {
+        let stats: Value = app
+            .get("/api/stats")
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        stats["shards"][0]["bookmarks"] == 1 && stats["shards"][1]["bookmarks"] == 2
+    })
+    .await;
+    assert!(counts_match, "the replica catches up within 5 s");
+    let stats: Value = app
+        .get("/api/stats")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        stats["shards"][1],
+        json!({"name": "shard1", "slots": 8192, "bookmarks": 2, "tenants": 1, "status": "up", "served_by": "primary"})
+    );
+    assert_eq!(stats["shards"][0]["name"], "shard0");
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn migrate_is_idempotent_and_status_reports_each_target() {
+    let layout = layout("").await;
+    let config = std::env::temp_dir().join(format!("{}.toml", unique("migrate")));
+    std::fs::write(&config, layout.toml()).unwrap();
+    let run = |args: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_bookmarks"))
+            .arg("--config")
+            .arg(&config)
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let before = run(&["migrate", "status"]);
+    let table = String::from_utf8_lossy(&before.stdout).to_string();
+    assert!(
+        table
+            .lines()
+            .any(|l| l.starts_with("shard:shard1") && l.contains(" 0 ") && l.contains(" 1 ")),
+        "{table}"
+    );
+
+    let first = run(&["migrate"]);
+    assert!(
+        first.status.success(),
+        "{}",
+        String::from_utf8_lossy(&first.stderr)
+    );
+    let out = String::from_utf8_lossy(&first.stdout);
+    assert!(
+        out.contains("control: 1 applied")
+            && out.contains("shard:shard0: 1 applied")
+            && out.contains("shard:shard1: 1 applied"),
+        "{out}"
+    );
+    let logs = String::from_utf8_lossy(&first.stderr);
+    assert!(
+        logs.contains("target=control") && logs.contains("target=shard:shard1"),
+        "{logs}"
+    );
+    let control_pos = logs.find("target=control").unwrap();
+    assert!(
+        control_pos < logs.find("target=shard:shard0").unwrap(),
+        "control migrates first"
+    );
+
+    let second = run(&["migrate"]);
+    assert!(second.status.success());
+    assert!(String::from_utf8_lossy(&second.stdout).contains("shard:shard1: 0 applied"));
+    let after = String::from_utf8_lossy(&run(&["migrate", "status"]).stdout).to_string();
+    for target in ["control", "shard:shard0", "shard:shard1"] {
+        let line = after.lines().find(|l| l.starts_with(target)).unwrap();
+        let cols: Vec<&str> = line.split_whitespace().collect();
+        assert_eq!(&cols[1..3], ["1", "0"], "{line}");
+    }
+    let known = sql(
+        layout.control.0,
+        &layout.control.1,
+        "SELECT name FROM known_shards ORDER BY name",
+    )
+    .await;
+    assert_eq!(
+        known,
+        vec![
+            vec![Some("shard0".to_owned())],
+            vec![Some("shard1".to_owned())]
+        ]
+    );
+
+    let unknown = run(&["migrate", "--shard", "shard9"]);
+    assert_eq!(unknown.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&unknown.stderr).contains("no shard is named \"shard9\""));
+    let _ = std::fs::remove_file(&config);
+}
+
+#[tokio::test]
+async fn serve_does_not_migrate_unless_asked_and_readiness_says_so() {
+    let layout = layout("").await;
+    let app = TestApp::spawn_unmigrated(layout.settings(), "unmigrated").await;
+    let res = app.get("/ready").send().await.unwrap();
+    assert_eq!(res.status(), 503);
+    let body: Value = res.json().await.unwrap();
+    let detail = body["components"]["db:shard:shard1"]["details"]["primary"]
+        .as_str()
+        .unwrap();
+    assert!(detail.contains("pending"), "{body}");
+    assert_eq!(
+        app.get("/health").send().await.unwrap().status(),
+        200,
+        "liveness ignores the database"
+    );
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn health_readiness_and_metrics_describe_every_shard() {
+    let (app, _) = app().await;
+    app.create("acme-corp", json!({"url": "https://m.example"}))
+        .await;
+    let ready = eventually(Duration::from_secs(5), || async {
+        let res = app.get("/ready").send().await.unwrap();
+        let body: Value = res.json().await.unwrap();
+        body["components"]["db:shard:shard0"]["details"]["reads"] == "replica"
+    })
+    .await;
+    assert!(ready, "the replica becomes ready");
+    let res = app.get("/actuator/health").send().await.unwrap();
+    assert_eq!(res.status(), 200);
+    let body: Value = res.json().await.unwrap();
+    for c in ["db:control", "db:shard:shard0", "db:shard:shard1"] {
+        assert_eq!(body["components"][c]["status"], "UP", "{body}");
+    }
+    let metrics = app
+        .get("/metrics")
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics
+            .contains(r#"http_requests_total{route="/api/bookmarks",status="201",shard="shard1"}"#),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("http_request_duration_seconds_bucket"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains(r#"db_pool_connections{shard="shard0",role="replica",state="max"} 4"#),
+        "{metrics}"
+    );
+    let actuator: Value = app
+        .get("/actuator/metrics")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(actuator["database_shards"]["shard0"]["slots"], 8192);
+    assert_eq!(
+        actuator["database_shards"]["shard1"]["primary"]["max_size"],
+        8
+    );
+    assert_eq!(actuator["total_max_connections"], 8 + 8 + 4 + 8);
+    app.stop().await;
+}
+
+fn cookie_value(res: &reqwest::Response, name: &str) -> Option<String> {
+    res.headers()
+        .get_all("set-cookie")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .find_map(|c| {
+            c.strip_prefix(&format!("{name}="))
+                .map(|rest| rest.split(';').next().unwrap_or_default().to_owned())
+        })
+}
+
+#[tokio::test]
+async fn the_html_ui_picks_a_tenant_by_cookie_escapes_output_and_refuses_cross_site_forms() {
+    let (app, _) = app().await;
+    let home = app.get("/").send().await.unwrap();
+    assert_eq!(home.status(), 200);
+    let csrf = cookie_value(&home, "csrf").expect("a csrf cookie is set");
+    let html = home.text().await.unwrap();
+    assert!(html.contains("Choose a tenant") && html.contains(&csrf));
+
+    let jar = format!("csrf={csrf}");
+    let chosen = app
+        .post("/tenant")
+        .header("cookie", &jar)
+        .form(&[("tenant", "ui-tenant"), ("csrf", csrf.as_str())])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(chosen.status(), 303);
+    assert_eq!(
+        cookie_value(&chosen, "tenant").as_deref(),
+        Some("ui-tenant")
+    );
+    let jar = format!("csrf={csrf}; tenant=ui-tenant");
+
+    let forged = app
+        .post("/bookmarks")
+        .header("cookie", &jar)
+        .form(&[("url", "https://x.example"), ("csrf", "guess")])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(forged.status(), 403);
+    let invalid = app
+        .post("/bookmarks")
+        .header("cookie", &jar)
+        .form(&[
+            ("url", "ftp://x"),
+            ("title", "keep me"),
+            ("csrf", csrf.as_str()),
+        ])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(invalid.status(), 422);
+    let page = invalid.text().await.unwrap();
+    assert!(
+        page.contains("url must be an http") && page.contains("keep me"),
+        "inline message, input kept"
+    );
+
+    let created = app
+        .post("/bookmarks")
+        .header("cookie", &jar)
+        .form(&[
+            ("url", "https://x.example/?a=1&b=2"),
+            ("title", "<script>alert('x')</script>"),
+            ("tags", "Rust, web"),
+            ("csrf", csrf.as_str()),
+        ])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(created.status(), 303);
+    let list = app.get("/").header("cookie", &jar).send().await.unwrap();
+    assert_eq!(list.headers()["x-shard"], list.headers()["x-shard"]);
+    let html = list.text().await.unwrap();
+    assert!(!html.contains("<script>alert"), "titles are escaped");
+    assert!(
+        html.contains("&#60;script&#62;") || html.contains("&lt;script&gt;"),
+        "{html}"
+    );
+    assert!(html.contains("ui-tenant") && html.contains(">rust<"));
+
+    // The header wins over the cookie.
+    let other: Value = app
+        .get("/api/bookmarks")
+        .header("cookie", &jar)
+        .header("X-Tenant-Id", "someone-else")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(other["tenant"], "someone-else");
+    let mine: Value = app
+        .get("/api/bookmarks")
+        .header("cookie", &jar)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(mine["items"][0]["title"], "<script>alert('x')</script>");
+
+    let bad_tenant = app
+        .post("/tenant")
+        .header("cookie", &jar)
+        .form(&[("tenant", "<b>"), ("csrf", csrf.as_str())])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(bad_tenant.status(), 400);
+    assert!(!bad_tenant.text().await.unwrap().contains("<b>"));
+    app.stop().await;
+}

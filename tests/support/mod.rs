@@ -1,0 +1,320 @@
+//! Test harness: real Postgres servers in containers, fresh databases per test, and the
+//! real application spawned on a free port.
+//!
+//! The image is `postgres:15` unless `BOOKMARKS_POSTGRES_IMAGE` names another with the same
+//! contract (`scripts/build-offline-images.sh` builds `bookmarks-offline/postgres:15` on
+//! machines without a registry). Servers shared by a test binary live for the whole process
+//! and are removed when it exits; tests that stop servers start their own.
+
+#![allow(dead_code)]
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{LazyLock, Mutex};
+use std::time::Duration;
+
+use bookmarks_sharded::configuration::Settings;
+use bookmarks_sharded::migrate::{self, Selection};
+use bookmarks_sharded::startup::{Application, ServeOptions};
+use testcontainers::core::{IntoContainerPort, WaitFor};
+use testcontainers::runners::AsyncRunner;
+use testcontainers::{ContainerAsync, CopyTargetOptions, GenericImage, ImageExt};
+use testcontainers_modules::postgres::Postgres;
+
+pub const USER: &str = "bookmarks";
+pub const PASSWORD: &str = "bookmarks";
+const REPLICATION_PASSWORD: &str = "replication-secret";
+
+/// `name:tag` of the Postgres image to run.
+pub fn postgres_image() -> (String, String) {
+    let image =
+        std::env::var("BOOKMARKS_POSTGRES_IMAGE").unwrap_or_else(|_| "postgres:15".to_owned());
+    match image.rsplit_once(':') {
+        Some((name, tag)) if !tag.contains('/') => (name.to_owned(), tag.to_owned()),
+        _ => (image, "latest".to_owned()),
+    }
+}
+
+/// A unique suffix for names in this process.
+pub fn unique(prefix: &str) -> String {
+    static N: AtomicUsize = AtomicUsize::new(0);
+    format!(
+        "{prefix}-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// A free loopback port, so a stopped-and-restarted server keeps its address.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// One Postgres server in a container.
+pub struct Server {
+    pub container: ContainerAsync<Postgres>,
+    pub name: String,
+    pub port: u16,
+}
+
+/// A streaming replica of a [`Server`].
+pub struct Replica {
+    pub container: ContainerAsync<GenericImage>,
+    pub port: u16,
+}
+
+/// Servers started by this process; removed at exit (statics are never dropped).
+static STARTED: LazyLock<Mutex<Vec<String>>> = LazyLock::new(|| Mutex::new(Vec::new()));
+
+#[ctor::dtor]
+fn remove_shared_containers() {
+    let ids = STARTED.lock().map(|v| v.clone()).unwrap_or_default();
+    if !ids.is_empty() {
+        let _ = std::process::Command::new("docker")
+            .args(["rm", "-f", "-v"])
+            .args(&ids)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status();
+    }
+}
+
+/// Starts a primary on `network`, ready to serve a streaming replica.
+pub async fn start_server(network: &str) -> Server {
+    let (name, tag) = postgres_image();
+    let container_name = unique("bookmarks-pg");
+    let port = free_port();
+    let container = Postgres::default()
+        .with_user(USER)
+        .with_password(PASSWORD)
+        .with_db_name("postgres")
+        .with_name(name)
+        .with_tag(tag)
+        .with_env_var("POSTGRES_REPLICATION_PASSWORD", REPLICATION_PASSWORD)
+        .with_copy_to(
+            CopyTargetOptions::new("/docker-entrypoint-initdb.d/10-replication.sh")
+                .with_mode(0o755),
+            include_bytes!("../../docker/postgres/primary-init/10-replication.sh").to_vec(),
+        )
+        .with_cmd(["postgres", "-c", "max_connections=300", "-c", "fsync=off"])
+        .with_network(network)
+        .with_container_name(&container_name)
+        .with_mapped_port(port, 5432.tcp())
+        .with_startup_timeout(Duration::from_secs(120))
+        .start()
+        .await
+        .expect("start postgres (set BOOKMARKS_POSTGRES_IMAGE on machines without a registry)");
+    Server {
+        container,
+        name: container_name,
+        port,
+    }
+}
+
+/// Starts a streaming replica of `primary` (cloned with pg_basebackup).
+pub async fn start_replica(primary: &Server, network: &str) -> Replica {
+    let (name, tag) = postgres_image();
+    let port = free_port();
+    let container = GenericImage::new(name, tag)
+        .with_wait_for(WaitFor::message_on_stderr(
+            "database system is ready to accept read-only connections",
+        ))
+        .with_copy_to(
+            CopyTargetOptions::new("/usr/local/bin/replica-entrypoint.sh").with_mode(0o755),
+            include_bytes!("../../docker/postgres/replica-entrypoint.sh").to_vec(),
+        )
+        // A standby needs at least the primary's max_connections.
+        .with_cmd([
+            "/usr/local/bin/replica-entrypoint.sh",
+            "-c",
+            "max_connections=300",
+        ])
+        .with_env_var("PRIMARY_HOST", &primary.name)
+        .with_env_var("POSTGRES_REPLICATION_PASSWORD", REPLICATION_PASSWORD)
+        .with_network(network)
+        .with_container_name(unique("bookmarks-pg-replica"))
+        .with_mapped_port(port, 5432.tcp())
+        .with_startup_timeout(Duration::from_secs(120))
+        .start()
+        .await
+        .expect("start replica");
+    Replica { container, port }
+}
+
+/// Keeps a container for the life of the process (removed by the exit hook).
+pub fn keep_until_exit<I: testcontainers::Image>(c: ContainerAsync<I>) {
+    STARTED.lock().unwrap().push(c.id().to_owned());
+    std::mem::forget(c);
+}
+
+pub fn url(port: u16, db: &str) -> String {
+    format!("postgres://{USER}:{PASSWORD}@127.0.0.1:{port}/{db}?connect_timeout=2")
+}
+
+/// Runs SQL on a server, returning rows as text columns.
+pub async fn sql(port: u16, db: &str, query: &str) -> Vec<Vec<Option<String>>> {
+    let (client, conn) = tokio_postgres::connect(
+        &format!("host=127.0.0.1 port={port} user={USER} password={PASSWORD} dbname={db}"),
+        tokio_postgres::NoTls,
+    )
+    .await
+    .unwrap_or_else(|e| panic!("connect to {port}/{db}: {e}"));
+    tokio::spawn(conn);
+    let rows = client
+        .simple_query(query)
+        .await
+        .unwrap_or_else(|e| panic!("{query}: {e}"));
+    rows.into_iter()
+        .filter_map(|m| match m {
+            tokio_postgres::SimpleQueryMessage::Row(r) => {
+                Some((0..r.len()).map(|i| r.get(i).map(str::to_owned)).collect())
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+pub async fn create_database(port: u16, db: &str) {
+    sql(port, "postgres", &format!("CREATE DATABASE \"{db}\"")).await;
+}
+
+/// Where each database of a test topology lives.
+#[derive(Clone, Debug)]
+pub struct Layout {
+    pub control: (u16, String),
+    /// (name, primary port, database, optional replica port)
+    pub shards: Vec<(String, u16, String, Option<u16>)>,
+    pub extra: String,
+}
+
+impl Layout {
+    pub fn toml(&self) -> String {
+        let mut t = format!(
+            "[database]\nprimary_url = \"{}\"\nconnect_timeout_ms = 1500\nacquire_timeout_ms = 2000\n{}\n",
+            url(self.control.0, &self.control.1),
+            self.extra
+        );
+        for (name, port, db, replica) in &self.shards {
+            t += &format!(
+                "[[database.shards]]\nname = \"{name}\"\nprimary_url = \"{}\"\n",
+                url(*port, db)
+            );
+            if let Some(r) = replica {
+                t += &format!("replica_url = \"{}\"\n", url(*r, db));
+            }
+        }
+        t
+    }
+
+    pub fn settings(&self) -> Settings {
+        Settings::from_toml_str(&self.toml(), "test topology", Vec::new())
+            .expect("test topology is valid")
+    }
+}
+
+/// A running application and a client for it.
+pub struct TestApp {
+    pub base: String,
+    pub client: reqwest::Client,
+    pub settings: Settings,
+    shutdown: Option<tokio::sync::oneshot::Sender<()>>,
+    pub server: tokio::task::JoinHandle<std::io::Result<()>>,
+}
+
+impl TestApp {
+    /// Migrates every target of `settings`, then spawns the app on a free port.
+    pub async fn spawn(settings: Settings, instance: &str) -> TestApp {
+        let targets = migrate::targets(&settings.topology, &Selection::default()).unwrap();
+        migrate::run(&targets).await.expect("migrations apply");
+        Self::spawn_unmigrated(settings, instance).await
+    }
+
+    pub async fn spawn_unmigrated(settings: Settings, instance: &str) -> TestApp {
+        let options = ServeOptions {
+            bind: "127.0.0.1:0".parse().unwrap(),
+            instance_name: instance.to_owned(),
+            shard_timeout: Duration::from_millis(1500),
+            replica_check_interval: Duration::from_millis(300),
+            ..ServeOptions::default()
+        };
+        let app = Application::build(settings.clone(), options)
+            .await
+            .expect("app builds");
+        let base = format!("http://{}", app.local_addr());
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let server = tokio::spawn(app.run_until(async move {
+            let _ = rx.await;
+        }));
+        TestApp {
+            base,
+            client: reqwest::Client::builder()
+                .redirect(reqwest::redirect::Policy::none())
+                .timeout(Duration::from_secs(15))
+                .build()
+                .unwrap(),
+            settings,
+            shutdown: Some(tx),
+            server,
+        }
+    }
+
+    pub fn get(&self, path: &str) -> reqwest::RequestBuilder {
+        self.client.get(format!("{}{path}", self.base))
+    }
+
+    pub fn post(&self, path: &str) -> reqwest::RequestBuilder {
+        self.client.post(format!("{}{path}", self.base))
+    }
+
+    pub fn patch(&self, path: &str) -> reqwest::RequestBuilder {
+        self.client.patch(format!("{}{path}", self.base))
+    }
+
+    pub fn delete(&self, path: &str) -> reqwest::RequestBuilder {
+        self.client.delete(format!("{}{path}", self.base))
+    }
+
+    /// Creates a bookmark for `tenant`, asserting it worked; returns the JSON answer.
+    pub async fn create(&self, tenant: &str, body: serde_json::Value) -> serde_json::Value {
+        let res = self
+            .post("/api/bookmarks")
+            .header("X-Tenant-Id", tenant)
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        let status = res.status();
+        let json: serde_json::Value = res.json().await.unwrap();
+        assert_eq!(status, 201, "{json}");
+        json
+    }
+
+    /// Stops accepting, drains, and waits for the server task.
+    pub async fn stop(mut self) {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+        let _ = (&mut self.server).await;
+    }
+}
+
+/// Polls `check` until it returns true or `within` passes.
+pub async fn eventually<F, Fut>(within: Duration, mut check: F) -> bool
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        if check().await {
+            return true;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
