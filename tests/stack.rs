@@ -1,0 +1,370 @@
+//! End to end through nginx on the real compose stack: two web replicas, control, shard0
+//! with its streaming replica, shard1. Runs the README walkthrough, checks placement in the
+//! shard containers, stops a shard, stops and kills a web replica under read load, and
+//! tears everything down.
+//!
+//! `BOOKMARKS_STACK_OFFLINE=1` adds docker-compose.offline.yml (local stand-in images, built
+//! by scripts/build-offline-images.sh and scripts/build-offline-app-image.sh); otherwise the
+//! stack is built and pulled as users run it.
+
+mod support;
+
+use std::process::{Command, Output};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use support::{eventually, free_port, unique};
+use testcontainers::compose::DockerCompose;
+
+const ROOT: &str = env!("CARGO_MANIFEST_DIR");
+
+struct Stack {
+    project: String,
+    files: Vec<String>,
+    port: u16,
+    base: String,
+    http: reqwest::Client,
+}
+
+impl Stack {
+    /// `docker compose …` against this test's project.
+    fn compose(&self, args: &[&str]) -> Output {
+        let out = Command::new("docker")
+            .current_dir(ROOT)
+            .arg("compose")
+            .args(["--project-name", &self.project])
+            .args(self.files.iter().flat_map(|f| ["-f", f.as_str()]))
+            .args(args)
+            .env("BOOKMARKS_HTTP_PORT", self.port.to_string())
+            .output()
+            .expect("docker compose runs");
+        assert!(
+            out.status.success(),
+            "docker compose {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out
+    }
+
+    fn psql(&self, service: &str, query: &str) -> String {
+        let out = self.compose(&[
+            "exec",
+            "-T",
+            service,
+            "psql",
+            "-U",
+            "bookmarks",
+            "-d",
+            "bookmarks_shard",
+            "-tAc",
+            query,
+        ]);
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    }
+
+    fn get(&self, path: &str) -> reqwest::RequestBuilder {
+        self.http.get(format!("{}{path}", self.base))
+    }
+
+    async fn wait_ready(&self, within: Duration) -> bool {
+        eventually(within, || async {
+            matches!(self.get("/ready").send().await, Ok(r) if r.status() == 200)
+        })
+        .await
+    }
+}
+
+fn offline() -> bool {
+    std::env::var("BOOKMARKS_STACK_OFFLINE").is_ok_and(|v| v == "1")
+}
+
+/// The README's walkthrough, as shell snippets, with the published port substituted.
+fn walkthrough(port: u16) -> Vec<String> {
+    let readme = std::fs::read_to_string(format!("{ROOT}/README.md")).unwrap();
+    let start = readme
+        .find("<!-- walkthrough:start -->")
+        .expect("README has a walkthrough");
+    let end = readme
+        .find("<!-- walkthrough:end -->")
+        .expect("walkthrough ends");
+    readme[start..end]
+        .split("```sh\n")
+        .skip(1)
+        .map(|block| {
+            block
+                .split("```")
+                .next()
+                .unwrap()
+                .replace("localhost:8080", &format!("localhost:{port}"))
+        })
+        .collect()
+}
+
+/// Sends GETs through nginx until `stop` is set; returns (sent, failed, examples of failures).
+async fn read_load(base: String, stop: Arc<AtomicBool>) -> (usize, usize, Vec<String>) {
+    let client = reqwest::Client::builder()
+        .timeout(Duration::from_secs(10))
+        .build()
+        .unwrap();
+    let sent = AtomicUsize::new(0);
+    let mut failures = Vec::new();
+    while !stop.load(Ordering::Relaxed) {
+        sent.fetch_add(1, Ordering::Relaxed);
+        match client
+            .get(format!("{base}/api/bookmarks"))
+            .header("X-Tenant-Id", "hooli")
+            .send()
+            .await
+        {
+            Ok(r) if r.status() == 200 => {}
+            Ok(r) => failures.push(format!("status {}", r.status())),
+            Err(e) => failures.push(e.to_string()),
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    (
+        sent.into_inner(),
+        failures.len(),
+        failures.into_iter().take(5).collect(),
+    )
+}
+
+/// Runs `action` while a reader loop hammers nginx; asserts no GET failed.
+async fn no_get_fails_while(stack: &Stack, what: &str, action: impl FnOnce()) {
+    let stop = Arc::new(AtomicBool::new(false));
+    let load = tokio::spawn(read_load(stack.base.clone(), stop.clone()));
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    action();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    stop.store(true, Ordering::Relaxed);
+    let (sent, failed, examples) = load.await.unwrap();
+    assert!(sent > 20, "{what}: the load loop ran ({sent} requests)");
+    assert_eq!(
+        failed, 0,
+        "{what}: {failed} of {sent} GETs failed, e.g. {examples:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_compose_stack_serves_through_nginx_survives_outages_and_tears_down_cleanly() {
+    let mut files = vec![format!("{ROOT}/docker-compose.yml")];
+    if offline() {
+        files.push(format!("{ROOT}/docker-compose.offline.yml"));
+    }
+    let project = unique("bookmarks-e2e");
+    let port = free_port();
+    let mut compose = DockerCompose::with_local_client(files.as_slice())
+        .with_project_name(&project)
+        .with_env("BOOKMARKS_HTTP_PORT", port.to_string())
+        .with_build(!offline())
+        .with_wait(false);
+    let started = Instant::now();
+    compose.up().await.expect("docker compose up");
+    let stack = Stack {
+        project: project.clone(),
+        files,
+        port,
+        base: format!("http://127.0.0.1:{port}"),
+        http: reqwest::Client::builder()
+            .timeout(Duration::from_secs(10))
+            .build()
+            .unwrap(),
+    };
+    assert!(
+        stack.wait_ready(Duration::from_secs(180)).await,
+        "/ready via nginx"
+    );
+    eprintln!("stack ready after {:?}", started.elapsed());
+
+    // The README walkthrough, verbatim.
+    let snippets = walkthrough(port);
+    assert!(
+        snippets.len() >= 4,
+        "walkthrough snippets found: {}",
+        snippets.len()
+    );
+    for snippet in &snippets {
+        // Bounded: a snippet that waits for recovery must not hang the suite.
+        let out = Command::new("timeout")
+            .current_dir(ROOT)
+            .args(["120", "bash", "-euo", "pipefail", "-c", snippet])
+            .env("COMPOSE_PROJECT_NAME", &project)
+            .env("COMPOSE_FILE", stack.files.join(":"))
+            .env("BOOKMARKS_HTTP_PORT", port.to_string())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "README snippet failed:\n{snippet}\nstdout: {}\nstderr: {}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    assert!(stack.wait_ready(Duration::from_secs(30)).await);
+
+    // Placement: every tenant's row is where `bookmarks route` says, whichever replica served.
+    let tenants: Vec<String> = (0..24).map(|i| format!("e2e-tenant-{i}")).collect();
+    for t in &tenants {
+        let res = stack
+            .http
+            .post(format!("{}/api/bookmarks", stack.base))
+            .header("X-Tenant-Id", t)
+            .json(&json!({"url": format!("https://e2e.example/{t}")}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), 201, "{t}");
+    }
+    let route = Command::new(env!("CARGO_BIN_EXE_bookmarks"))
+        .current_dir(ROOT)
+        .env_remove("AUTUMN_CONFIG")
+        .args(["route", "--"])
+        .args(&tenants)
+        .output()
+        .unwrap();
+    let routes: Vec<Value> = String::from_utf8_lossy(&route.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let mut instances = std::collections::BTreeSet::new();
+    for (t, r) in tenants.iter().zip(&routes) {
+        let owner = r["shard"].as_str().unwrap();
+        let (here, there) = if owner == "shard0" {
+            ("postgres-shard-0", "postgres-shard-1")
+        } else {
+            ("postgres-shard-1", "postgres-shard-0")
+        };
+        let q = format!("select count(*) from bookmarks where tenant_id = '{t}'");
+        assert_eq!(stack.psql(here, &q), "1", "{t} on its shard {owner}");
+        assert_eq!(stack.psql(there, &q), "0", "{t} only on {owner}");
+        let mut served = std::collections::BTreeMap::new();
+        for _ in 0..6 {
+            let res = stack
+                .get("/api/bookmarks")
+                .header("X-Tenant-Id", t)
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(res.status(), 200);
+            let by = res.headers()["x-served-by"].to_str().unwrap().to_owned();
+            let shard = res.headers()["x-shard"].to_str().unwrap().to_owned();
+            assert_eq!(shard, owner, "{t} served by {by} from {shard}");
+            served.insert(by, shard);
+            if served.len() == 2 {
+                break;
+            }
+        }
+        instances.extend(served.into_keys());
+    }
+    assert_eq!(
+        instances.into_iter().collect::<Vec<_>>(),
+        ["web1", "web2"],
+        "both replicas served and agreed"
+    );
+
+    // The replica is in recovery and streams a fresh shard0 row within 5 s.
+    assert_eq!(
+        stack.psql("postgres-shard-0-replica", "select pg_is_in_recovery()"),
+        "t"
+    );
+    let res = stack
+        .http
+        .post(format!("{}/api/bookmarks", stack.base))
+        .header("X-Tenant-Id", "hooli")
+        .json(&json!({"url": "https://e2e.example/replicated"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 201);
+    let streamed = eventually(Duration::from_secs(5), || async {
+        stack.psql(
+            "postgres-shard-0-replica",
+            "select count(*) from bookmarks where url = 'https://e2e.example/replicated'",
+        ) == "1"
+    })
+    .await;
+    assert!(streamed, "the row reached the replica within 5 s");
+
+    // A shard outage: partial answers within 3 s, 503s naming the shard, recovery in 30 s.
+    stack.compose(&["stop", "postgres-shard-1"]);
+    let t0 = Instant::now();
+    let degraded = eventually(Duration::from_secs(3), || async {
+        let Ok(res) = stack.get("/api/stats").send().await else {
+            return false;
+        };
+        if res.status() != 200 {
+            return false;
+        }
+        let stats: Value = res.json().await.unwrap_or_default();
+        stats["shards"][1]["status"] == "down"
+            && stats["shards"][0]["bookmarks"]
+                .as_i64()
+                .is_some_and(|n| n > 0)
+    })
+    .await;
+    assert!(
+        degraded,
+        "stats degraded within 3 s (took {:?})",
+        t0.elapsed()
+    );
+    let res = stack
+        .get("/api/bookmarks")
+        .header("X-Tenant-Id", "acme-corp")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 503);
+    let body: Value = res.json().await.unwrap();
+    assert_eq!(body["error"]["shard"], "shard1", "{body}");
+    let res = stack
+        .get("/api/bookmarks")
+        .header("X-Tenant-Id", "hooli")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    assert_eq!(stack.get("/ready").send().await.unwrap().status(), 503);
+    stack.compose(&["start", "postgres-shard-1"]);
+    let recovered = eventually(Duration::from_secs(30), || async {
+        let ok = matches!(stack.get("/api/bookmarks").header("X-Tenant-Id", "acme-corp").send().await, Ok(r) if r.status() == 200);
+        ok && matches!(stack.get("/ready").send().await, Ok(r) if r.status() == 200)
+    })
+    .await;
+    assert!(
+        recovered,
+        "shard1 tenants and /ready recovered within 30 s without restarting web replicas"
+    );
+
+    // A web replica leaving, gracefully and not: readers never notice.
+    no_get_fails_while(&stack, "docker compose stop web1", || {
+        stack.compose(&["stop", "web1"]);
+    })
+    .await;
+    stack.compose(&["start", "web1"]);
+    let healthy = eventually(Duration::from_secs(30), || async {
+        let out = stack.compose(&["ps", "--format", "{{.Service}} {{.Health}}", "web1"]);
+        String::from_utf8_lossy(&out.stdout).contains("web1 healthy")
+    })
+    .await;
+    assert!(healthy, "web1 is healthy again");
+    no_get_fails_while(&stack, "docker compose kill web1", || {
+        stack.compose(&["kill", "web1"]);
+    })
+    .await;
+
+    // Teardown leaves nothing behind.
+    compose.down().await.expect("docker compose down -v");
+    let label = format!("label=com.docker.compose.project={project}");
+    for kind in [["ps", "-aq"], ["volume", "ls"], ["network", "ls"]] {
+        let out = Command::new("docker")
+            .args(kind)
+            .args(["-q", "--filter", &label])
+            .output()
+            .unwrap();
+        let left = String::from_utf8_lossy(&out.stdout);
+        assert!(left.trim().is_empty(), "docker {kind:?} still lists {left}");
+    }
+    eprintln!("end-to-end run took {:?}", started.elapsed());
+}
