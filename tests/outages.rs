@@ -97,15 +97,7 @@ async fn a_stopped_shard_degrades_to_partial_answers_and_recovers_without_a_rest
         "shard1 tenants are served again without restarting the app"
     );
     assert_eq!(app.get("/ready").send().await.unwrap().status(), 200);
-    let list: Value = app
-        .get("/api/bookmarks")
-        .header("X-Tenant-Id", "acme-corp")
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let list: Value = app.get_json("/api/bookmarks", "acme-corp").await;
     assert_eq!(
         list["items"].as_array().unwrap().len(),
         1,
@@ -147,15 +139,7 @@ async fn an_unready_replica_degrades_reads_to_the_primary_or_fails_readiness_as_
 
     for app in [&lenient, &strict] {
         let on_replica = eventually(Duration::from_secs(10), || async {
-            let tags: Value = app
-                .get("/api/tags")
-                .header("X-Tenant-Id", "hooli")
-                .send()
-                .await
-                .unwrap()
-                .json()
-                .await
-                .unwrap();
+            let tags: Value = app.get_json("/api/tags", "hooli").await;
             tags["served_by"] == "replica" && tags["tags"][0]["count"] == 1
         })
         .await;
@@ -182,15 +166,7 @@ async fn an_unready_replica_degrades_reads_to_the_primary_or_fails_readiness_as_
         shard0["details"]["reads"],
         "primary (replica_fallback = primary)"
     );
-    let tags: Value = lenient
-        .get("/api/tags")
-        .header("X-Tenant-Id", "hooli")
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let tags: Value = lenient.get_json("/api/tags", "hooli").await;
     assert_eq!(tags["served_by"], "primary");
     assert_eq!(tags["tags"][0]["count"], 1);
 

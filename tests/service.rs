@@ -198,15 +198,7 @@ async fn tenants_sharing_a_shard_cannot_see_or_touch_each_others_bookmarks() {
         .await;
     let id = mine["id"].as_str().unwrap();
 
-    let list: Value = app
-        .get("/api/bookmarks")
-        .header("X-Tenant-Id", b)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let list: Value = app.get_json("/api/bookmarks", b).await;
     assert_eq!(list["items"].as_array().unwrap().len(), 1);
     assert_ne!(list["items"][0]["id"], mine["id"]);
     for req in [
@@ -218,25 +210,9 @@ async fn tenants_sharing_a_shard_cannot_see_or_touch_each_others_bookmarks() {
         let res = req.header("X-Tenant-Id", b).send().await.unwrap();
         assert_eq!(res.status(), 404);
     }
-    let tags: Value = app
-        .get("/api/tags")
-        .header("X-Tenant-Id", b)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let tags: Value = app.get_json("/api/tags", b).await;
     assert_eq!(tags["tags"], json!([]));
-    let mine_again: Value = app
-        .get(&format!("/api/bookmarks/{id}"))
-        .header("X-Tenant-Id", a)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let mine_again: Value = app.get_json(&format!("/api/bookmarks/{id}"), a).await;
     assert_eq!(mine_again["title"], "");
     app.stop().await;
 }
@@ -532,15 +508,7 @@ async fn lists_are_newest_first_with_keyset_pages_tag_filter_and_search() {
         let b = app.create(t, json!({"url": format!("https://p.example/{i}"), "title": format!("Item {i} 100%"), "tags": tags})).await;
         ids.push(b["id"].as_str().unwrap().to_owned());
     }
-    let page1: Value = app
-        .get("/api/bookmarks?limit=3")
-        .header("X-Tenant-Id", t)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let page1: Value = app.get_json("/api/bookmarks?limit=3", t).await;
     let got: Vec<&str> = page1["items"]
         .as_array()
         .unwrap()
@@ -550,14 +518,8 @@ async fn lists_are_newest_first_with_keyset_pages_tag_filter_and_search() {
     assert_eq!(got, [&ids[6], &ids[5], &ids[4]]);
     let cursor = page1["next_cursor"].as_str().unwrap();
     let page2: Value = app
-        .get(&format!("/api/bookmarks?limit=3&cursor={cursor}"))
-        .header("X-Tenant-Id", t)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+        .get_json(&format!("/api/bookmarks?limit=3&cursor={cursor}"), t)
+        .await;
     let got: Vec<&str> = page2["items"]
         .as_array()
         .unwrap()
@@ -580,46 +542,14 @@ async fn lists_are_newest_first_with_keyset_pages_tag_filter_and_search() {
     assert_eq!(page3["items"].as_array().unwrap().len(), 1);
     assert!(page3["next_cursor"].is_null());
 
-    let even: Value = app
-        .get("/api/bookmarks?tag=EVEN")
-        .header("X-Tenant-Id", t)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let even: Value = app.get_json("/api/bookmarks?tag=EVEN", t).await;
     assert_eq!(even["items"].as_array().unwrap().len(), 4);
-    let search: Value = app
-        .get("/api/bookmarks?q=item%203")
-        .header("X-Tenant-Id", t)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let search: Value = app.get_json("/api/bookmarks?q=item%203", t).await;
     assert_eq!(search["items"].as_array().unwrap().len(), 1);
     // `%` is matched literally, not as a wildcard.
-    let pct: Value = app
-        .get("/api/bookmarks?q=0%25")
-        .header("X-Tenant-Id", t)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let pct: Value = app.get_json("/api/bookmarks?q=0%25", t).await;
     assert_eq!(pct["items"].as_array().unwrap().len(), 7);
-    let none: Value = app
-        .get("/api/bookmarks?q=1%25x")
-        .header("X-Tenant-Id", t)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let none: Value = app.get_json("/api/bookmarks?q=1%25x", t).await;
     assert_eq!(none["items"].as_array().unwrap().len(), 0);
     app.stop().await;
 }
@@ -707,15 +637,7 @@ async fn the_replica_streams_shard0_and_serves_lag_tolerant_reads() {
     .await;
     assert!(replicated, "the row reached the replica within 5 s");
     let served_by_replica = eventually(Duration::from_secs(5), || async {
-        let tags: Value = app
-            .get("/api/tags")
-            .header("X-Tenant-Id", "hooli")
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let tags: Value = app.get_json("/api/tags", "hooli").await;
         tags["served_by"] == "replica" && tags["tags"] == json!([{"tag": "x", "count": 1}])
     })
     .await;

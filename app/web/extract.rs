@@ -4,6 +4,7 @@
 //! routes it, checks out the right connection and records the serving shard for the
 //! `X-Shard` header, the metrics label and the request's tracing span.
 
+use std::marker::PhantomData;
 use std::ops::{Deref, DerefMut};
 use std::sync::{Arc, OnceLock};
 
@@ -45,16 +46,47 @@ impl FromRequestParts<AppState> for Tenant {
     }
 }
 
-/// A connection to the primary of the request tenant's shard. It derefs to
+/// A connection to the request tenant's shard, checked out by the extractor. `M` says which
+/// server: [`ShardedDb`] (the primary) or [`ShardedReadDb`] (replica-aware). It derefs to
 /// `AsyncPgConnection`, so `db.transaction(async |conn| …)` runs a transaction on that one
 /// shard (there are no cross-shard transactions).
-pub struct ShardedDb {
+pub struct ShardedConnection<M> {
     inner: ShardConn,
+    mode: PhantomData<M>,
 }
 
-impl ShardedDb {
+/// The shard primary: every write, and reads that must show the tenant's own latest writes.
+pub type ShardedDb = ShardedConnection<Primary>;
+/// The shard's replica when it is ready, else per `replica_fallback`. Replicas lag: use
+/// [`ShardedDb`] for anything that must show the tenant's own latest writes.
+pub type ShardedReadDb = ShardedConnection<ReplicaAware>;
+
+/// Marker: check out the shard primary.
+pub struct Primary;
+/// Marker: check out a replica-aware read connection.
+pub struct ReplicaAware;
+
+/// Which server a [`ShardedConnection`] checks out.
+pub trait ConnectionMode: Send + Sync + 'static {
+    const READ: bool;
+}
+
+impl ConnectionMode for Primary {
+    const READ: bool = false;
+}
+
+impl ConnectionMode for ReplicaAware {
+    const READ: bool = true;
+}
+
+impl<M> ShardedConnection<M> {
     pub fn shard(&self) -> &str {
         &self.inner.name
+    }
+
+    /// True when a replica-aware read landed on the replica.
+    pub fn on_replica(&self) -> bool {
+        self.inner.on_replica
     }
 
     /// Maps a query error to the API, naming this shard if the connection was lost.
@@ -63,20 +95,20 @@ impl ShardedDb {
     }
 }
 
-impl Deref for ShardedDb {
+impl<M> Deref for ShardedConnection<M> {
     type Target = AsyncPgConnection;
     fn deref(&self) -> &AsyncPgConnection {
         &self.inner.conn
     }
 }
 
-impl DerefMut for ShardedDb {
+impl<M> DerefMut for ShardedConnection<M> {
     fn deref_mut(&mut self) -> &mut AsyncPgConnection {
         &mut self.inner.conn
     }
 }
 
-impl FromRequestParts<AppState> for ShardedDb {
+impl<M: ConnectionMode> FromRequestParts<AppState> for ShardedConnection<M> {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
@@ -84,54 +116,15 @@ impl FromRequestParts<AppState> for ShardedDb {
         let route = state.shards.route(tenant.as_str()).await?;
         let shard = state.shards.set().get(route.shard);
         record_shard(parts, shard.name());
-        let inner = state.shards.primary(shard).await?;
-        Ok(Self { inner })
-    }
-}
-
-/// A replica-aware read connection for the request tenant's shard. Replicas lag: use
-/// [`ShardedDb`] for anything that must show the tenant's own latest writes.
-pub struct ShardedReadDb {
-    inner: ShardConn,
-}
-
-impl ShardedReadDb {
-    pub fn shard(&self) -> &str {
-        &self.inner.name
-    }
-
-    pub fn on_replica(&self) -> bool {
-        self.inner.on_replica
-    }
-
-    pub fn fail(&self, e: diesel::result::Error) -> ApiError {
-        ApiError::Shard(ShardError::from_query(&self.inner.name, e))
-    }
-}
-
-impl Deref for ShardedReadDb {
-    type Target = AsyncPgConnection;
-    fn deref(&self) -> &AsyncPgConnection {
-        &self.inner.conn
-    }
-}
-
-impl DerefMut for ShardedReadDb {
-    fn deref_mut(&mut self) -> &mut AsyncPgConnection {
-        &mut self.inner.conn
-    }
-}
-
-impl FromRequestParts<AppState> for ShardedReadDb {
-    type Rejection = ApiError;
-
-    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        let Tenant(tenant) = Tenant::from_request_parts(parts, state).await?;
-        let route = state.shards.route(tenant.as_str()).await?;
-        let shard = state.shards.set().get(route.shard);
-        record_shard(parts, shard.name());
-        let inner = state.shards.read(shard).await?;
-        Ok(Self { inner })
+        let inner = if M::READ {
+            state.shards.read(shard).await?
+        } else {
+            state.shards.primary(shard).await?
+        };
+        Ok(Self {
+            inner,
+            mode: PhantomData,
+        })
     }
 }
 

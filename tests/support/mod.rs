@@ -265,6 +265,17 @@ impl TestApp {
         self.client.get(format!("{}{path}", self.base))
     }
 
+    /// GETs `path` as `tenant` and parses the JSON answer, whatever its status.
+    pub async fn get_json(&self, path: &str, tenant: &str) -> serde_json::Value {
+        let res = self
+            .get(path)
+            .header("X-Tenant-Id", tenant)
+            .send()
+            .await
+            .unwrap();
+        res.json().await.unwrap()
+    }
+
     pub fn post(&self, path: &str) -> reqwest::RequestBuilder {
         self.client.post(format!("{}{path}", self.base))
     }
