@@ -353,87 +353,24 @@ async fn bad_input_gets_a_specific_json_4xx_never_a_500() {
     .await;
 
     let missing = "/api/bookmarks/01900000-0000-7000-8000-000000000000";
-    expect_error(
-        app.get(missing)
-            .header("X-Tenant-Id", t)
-            .send()
-            .await
-            .unwrap(),
-        404,
-        "not_found",
-    )
-    .await;
-    expect_error(
-        app.get("/api/bookmarks/not-a-uuid")
-            .header("X-Tenant-Id", t)
-            .send()
-            .await
-            .unwrap(),
-        404,
-        "not_found",
-    )
-    .await;
-    expect_error(
-        app.patch(missing)
-            .header("X-Tenant-Id", t)
-            .json(&json!({"title": "x"}))
-            .send()
-            .await
-            .unwrap(),
-        404,
-        "not_found",
-    )
-    .await;
-    expect_error(
-        app.delete(missing)
-            .header("X-Tenant-Id", t)
-            .send()
-            .await
-            .unwrap(),
-        404,
-        "not_found",
-    )
-    .await;
-    expect_error(
-        app.get("/api/bookmarks?limit=101")
-            .header("X-Tenant-Id", t)
-            .send()
-            .await
-            .unwrap(),
-        400,
-        "invalid_limit",
-    )
-    .await;
-    expect_error(
-        app.get("/api/bookmarks?limit=0")
-            .header("X-Tenant-Id", t)
-            .send()
-            .await
-            .unwrap(),
-        400,
-        "invalid_limit",
-    )
-    .await;
-    expect_error(
-        app.get("/api/bookmarks?limit=ten")
-            .header("X-Tenant-Id", t)
-            .send()
-            .await
-            .unwrap(),
-        400,
-        "invalid_query",
-    )
-    .await;
-    expect_error(
-        app.get("/api/bookmarks?cursor=zzz")
-            .header("X-Tenant-Id", t)
-            .send()
-            .await
-            .unwrap(),
-        400,
-        "invalid_cursor",
-    )
-    .await;
+    let cases = [
+        (app.get(missing), 404, "not_found"),
+        (app.get("/api/bookmarks/not-a-uuid"), 404, "not_found"),
+        (
+            app.patch(missing).json(&json!({"title": "x"})),
+            404,
+            "not_found",
+        ),
+        (app.delete(missing), 404, "not_found"),
+        (app.get("/api/bookmarks?limit=101"), 400, "invalid_limit"),
+        (app.get("/api/bookmarks?limit=0"), 400, "invalid_limit"),
+        (app.get("/api/bookmarks?limit=ten"), 400, "invalid_query"),
+        (app.get("/api/bookmarks?cursor=zzz"), 400, "invalid_cursor"),
+    ];
+    for (request, status, code) in cases {
+        let res = request.header("X-Tenant-Id", t).send().await.unwrap();
+        expect_error(res, status, code).await;
+    }
     app.stop().await;
 }
 
@@ -960,4 +897,86 @@ async fn the_html_ui_picks_a_tenant_by_cookie_escapes_output_and_refuses_cross_s
     assert_eq!(bad_tenant.status(), 400);
     assert!(!bad_tenant.text().await.unwrap().contains("<b>"));
     app.stop().await;
+}
+
+/// A handler that writes two rows in one `ShardedDb::tx`, optionally failing after the first.
+async fn two_rows_in_one_transaction(
+    mut db: bookmarks_sharded::web::extract::ShardedDb,
+    axum::extract::Path(fail): axum::extract::Path<bool>,
+) -> Result<&'static str, bookmarks_sharded::web::error::ApiError> {
+    use diesel_async::RunQueryDsl;
+    let result = db
+        .tx(|conn| {
+            Box::pin(async move {
+                for url in ["https://tx.example/1", "https://tx.example/2"] {
+                    diesel::sql_query("INSERT INTO bookmarks (tenant_id, id, url) VALUES ('tx-tenant', gen_random_uuid(), $1)")
+                        .bind::<diesel::sql_types::Text, _>(url)
+                        .execute(conn)
+                        .await?;
+                    if fail {
+                        return Err(diesel::result::Error::RollbackTransaction);
+                    }
+                }
+                Ok(())
+            })
+        })
+        .await;
+    match result {
+        Ok(()) => Ok("committed"),
+        Err(diesel::result::Error::RollbackTransaction) => Ok("rolled back"),
+        Err(e) => Err(db.fail(e)),
+    }
+}
+
+#[tokio::test]
+async fn sharded_db_tx_commits_or_rolls_back_on_the_tenants_own_shard() {
+    use tower::ServiceExt;
+    let l = layout("").await;
+    let targets =
+        bookmarks_sharded::migrate::targets(&l.settings().topology, &Default::default()).unwrap();
+    bookmarks_sharded::migrate::run(&targets).await.unwrap();
+    let options = bookmarks_sharded::startup::ServeOptions {
+        bind: "127.0.0.1:0".parse().unwrap(),
+        ..Default::default()
+    };
+    let app = bookmarks_sharded::startup::Application::build(l.settings(), options)
+        .await
+        .unwrap();
+    let router = axum::Router::new()
+        .route(
+            "/tx/{fail}",
+            axum::routing::post(two_rows_in_one_transaction),
+        )
+        .with_state(app.state().clone());
+    let call = |fail: bool| {
+        let req = axum::http::Request::post(format!("/tx/{fail}"))
+            .header("X-Tenant-Id", "tx-tenant")
+            .body(axum::body::Body::empty())
+            .unwrap();
+        router.clone().oneshot(req)
+    };
+    let route = route_with_cli(&l, &["tx-tenant".to_owned()]);
+    let (port, db) = port_of(&l, route[0]["shard"].as_str().unwrap());
+    let count = || {
+        sql(
+            port,
+            &db,
+            "SELECT count(*) FROM bookmarks WHERE tenant_id = 'tx-tenant'",
+        )
+    };
+
+    let res = call(true).await.unwrap();
+    assert_eq!(res.status(), 200);
+    assert_eq!(
+        count().await[0][0].as_deref(),
+        Some("0"),
+        "the first insert was rolled back"
+    );
+    let res = call(false).await.unwrap();
+    assert_eq!(res.status(), 200);
+    assert_eq!(
+        count().await[0][0].as_deref(),
+        Some("2"),
+        "both inserts committed together"
+    );
 }

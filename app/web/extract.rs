@@ -10,7 +10,9 @@ use std::sync::{Arc, OnceLock};
 
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
+use diesel_async::AsyncConnection;
 use diesel_async::AsyncPgConnection;
+use futures::future::BoxFuture;
 
 use super::error::ApiError;
 use super::state::AppState;
@@ -48,8 +50,8 @@ impl FromRequestParts<AppState> for Tenant {
 
 /// A connection to the request tenant's shard, checked out by the extractor. `M` says which
 /// server: [`ShardedDb`] (the primary) or [`ShardedReadDb`] (replica-aware). It derefs to
-/// `AsyncPgConnection`, so `db.transaction(async |conn| …)` runs a transaction on that one
-/// shard (there are no cross-shard transactions).
+/// `AsyncPgConnection`; [`ShardedConnection::tx`] runs a transaction on that one shard
+/// (there are no cross-shard transactions).
 pub struct ShardedConnection<M> {
     inner: ShardConn,
     mode: PhantomData<M>,
@@ -87,6 +89,20 @@ impl<M> ShardedConnection<M> {
     /// True when a replica-aware read landed on the replica.
     pub fn on_replica(&self) -> bool {
         self.inner.on_replica
+    }
+
+    /// Runs `work` in one transaction on this shard, committing if it returns `Ok` and
+    /// rolling back otherwise. There are no cross-shard transactions.
+    pub async fn tx<T, E, F>(&mut self, work: F) -> Result<T, E>
+    where
+        F: for<'c> FnOnce(&'c mut AsyncPgConnection) -> BoxFuture<'c, Result<T, E>> + Send,
+        E: From<diesel::result::Error> + Send,
+        T: Send,
+    {
+        self.inner
+            .conn
+            .transaction(async move |conn| work(conn).await)
+            .await
     }
 
     /// Maps a query error to the API, naming this shard if the connection was lost.
