@@ -48,6 +48,7 @@ pub enum ShardKey<'a> {
 }
 
 impl<'a> ShardKey<'a> {
+    #[inline]
     pub fn slot(self) -> Slot {
         let hash = match self {
             ShardKey::Str(s) => fnv1a64(s.as_bytes()),
@@ -92,6 +93,7 @@ impl From<i64> for ShardKey<'_> {
 }
 
 /// FNV-1a, 64-bit, over raw bytes.
+#[inline]
 pub fn fnv1a64(bytes: &[u8]) -> u64 {
     bytes.iter().fold(FNV_OFFSET_BASIS, |hash, &byte| {
         (hash ^ u64::from(byte)).wrapping_mul(FNV_PRIME)
@@ -99,6 +101,7 @@ pub fn fnv1a64(bytes: &[u8]) -> u64 {
 }
 
 /// The splitmix64 finalizer: spreads sequential integers (user ids, row ids) over all slots.
+#[inline]
 pub fn splitmix64(mut x: u64) -> u64 {
     x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
     x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
