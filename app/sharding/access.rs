@@ -183,7 +183,7 @@ impl Shards {
                     }
                     Err(e) => self
                         .replicas
-                        .mark_unready(shard.id(), format!("checkout failed: {e}")),
+                        .mark_unready(shard, &format!("checkout failed: {e}")),
                 }
             }
             if shard.replica_fallback() == ReplicaFallback::FailReadiness {

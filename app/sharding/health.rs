@@ -58,7 +58,12 @@ pub async fn probe(
 async fn probe_inner(pool: &PgPool, expect_replica: bool, expected: &BTreeSet<String>) -> Probe {
     let mut conn = match pool.get().await {
         Ok(c) => c,
-        Err(e) => return Probe::down(format!("unreachable: {e}")),
+        Err(e) => {
+            // Details are served to anyone who can reach /ready: say what kind of failure
+            // it was, and keep the driver's words for the log.
+            tracing::warn!(error = %e, "health probe: cannot connect");
+            return Probe::down("unreachable");
+        }
     };
     let recovery: Result<RecoveryRow, _> =
         diesel::sql_query("SELECT pg_is_in_recovery() AS in_recovery")
@@ -76,7 +81,10 @@ async fn probe_inner(pool: &PgPool, expect_replica: bool, expected: &BTreeSet<St
             ));
         }
         Ok(_) => {}
-        Err(e) => return Probe::down(format!("query failed: {e}")),
+        Err(e) => {
+            tracing::warn!(error = %e, "health probe: query failed");
+            return Probe::down("query failed");
+        }
     }
     let applied: Result<Vec<VersionRow>, _> =
         diesel::sql_query("SELECT version FROM __diesel_schema_migrations")
@@ -115,9 +123,9 @@ pub async fn refresh_replicas(
         shard.replica_pool().map(|pool| async move {
             let p = probe(pool, true, expected, timeout).await;
             if p.up {
-                states.mark_ready(shard.id());
+                states.mark_ready(shard);
             } else {
-                states.mark_unready(shard.id(), p.detail);
+                states.mark_unready(shard, &p.detail);
             }
         })
     });

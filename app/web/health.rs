@@ -76,11 +76,11 @@ pub async fn readiness(state: &AppState) -> Value {
         if let Some(replica) = replica {
             let states = state.shards.replicas();
             if replica.up {
-                states.mark_ready(shard.id());
+                states.mark_ready(shard);
                 details["replica"] = json!(replica.detail);
                 details["reads"] = json!("replica");
             } else {
-                states.mark_unready(shard.id(), replica.detail.clone());
+                states.mark_unready(shard, &replica.detail);
                 details["replica"] = json!(format!("down: {}", replica.detail));
                 match shard.replica_fallback() {
                     ReplicaFallback::Primary => {
