@@ -79,7 +79,10 @@ async fn a_stopped_shard_degrades_to_partial_answers_and_recovers_without_a_rest
     assert_eq!(ready.status(), 503);
     let ready: Value = ready.json().await.unwrap();
     assert_eq!(ready["components"]["db:shard:shard1"]["status"], "DOWN");
-    assert_eq!(ready["components"]["db:shard:shard1"]["details"]["primary"], "unreachable", "no driver text: {ready}");
+    assert_eq!(
+        ready["components"]["db:shard:shard1"]["details"]["primary"], "unreachable",
+        "no driver text: {ready}"
+    );
     assert_eq!(ready["components"]["db:shard:shard0"]["status"], "UP");
 
     doomed.container.start().await.unwrap();

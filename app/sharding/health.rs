@@ -61,7 +61,7 @@ async fn probe_inner(pool: &PgPool, expect_replica: bool, expected: &BTreeSet<St
         Err(e) => {
             // Details are served to anyone who can reach /ready: say what kind of failure
             // it was, and keep the driver's words for the log.
-            tracing::warn!(error = %e, "health probe: cannot connect");
+            tracing::debug!(error = %e, "health probe: cannot connect");
             return Probe::down("unreachable");
         }
     };
@@ -82,7 +82,7 @@ async fn probe_inner(pool: &PgPool, expect_replica: bool, expected: &BTreeSet<St
         }
         Ok(_) => {}
         Err(e) => {
-            tracing::warn!(error = %e, "health probe: query failed");
+            tracing::debug!(error = %e, "health probe: query failed");
             return Probe::down("query failed");
         }
     }

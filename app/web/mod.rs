@@ -16,7 +16,7 @@ use axum::routing::get;
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
 use tower_http::set_header::SetResponseHeaderLayer;
 use tower_http::timeout::TimeoutLayer;
-use tower_http::trace::TraceLayer;
+use tower_http::trace::{DefaultOnResponse, TraceLayer};
 
 use crate::bookmarks;
 use state::AppState;
@@ -52,21 +52,24 @@ pub fn router(state: AppState, request_timeout: Duration) -> Router {
         ))
         .layer(PropagateRequestIdLayer::new(REQUEST_ID))
         .layer(
-            TraceLayer::new_for_http().make_span_with(|req: &Request<_>| {
-                let id = req
-                    .headers()
-                    .get(REQUEST_ID)
-                    .and_then(|v| v.to_str().ok())
-                    .unwrap_or("-");
-                tracing::info_span!(
-                    "request",
-                    method = %req.method(),
-                    path = %req.uri().path(),
-                    request_id = %id,
-                    tenant = tracing::field::Empty,
-                    shard = tracing::field::Empty,
-                )
-            }),
+            TraceLayer::new_for_http()
+                // One INFO line per response, carrying the span's tenant and shard.
+                .on_response(DefaultOnResponse::new().level(tracing::Level::INFO))
+                .make_span_with(|req: &Request<_>| {
+                    let id = req
+                        .headers()
+                        .get(REQUEST_ID)
+                        .and_then(|v| v.to_str().ok())
+                        .unwrap_or("-");
+                    tracing::info_span!(
+                        "request",
+                        method = %req.method(),
+                        path = %req.uri().path(),
+                        request_id = %id,
+                        tenant = tracing::field::Empty,
+                        shard = tracing::field::Empty,
+                    )
+                }),
         )
         .layer(SetRequestIdLayer::new(REQUEST_ID, MakeRequestUuid))
         .with_state(state)
