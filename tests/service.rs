@@ -35,6 +35,7 @@ async fn cluster() -> &'static Cluster {
             RUNTIME
                 .spawn(async {
                     let network = unique("bookmarks-test-net");
+                    remove_network_at_exit(&network);
                     let (control, shard0, shard1) = tokio::join!(
                         start_server(&network),
                         start_server(&network),

@@ -66,20 +66,36 @@ pub struct Replica {
     pub port: u16,
 }
 
-/// Servers started by this process; removed at exit (statics are never dropped).
+/// Containers and networks kept for the whole process; removed at exit (statics are never
+/// dropped, so testcontainers cannot clean them up itself).
 static STARTED: LazyLock<Mutex<Vec<String>>> = LazyLock::new(|| Mutex::new(Vec::new()));
+static NETWORKS: LazyLock<Mutex<Vec<String>>> = LazyLock::new(|| Mutex::new(Vec::new()));
 
 #[ctor::dtor]
 fn remove_shared_containers() {
-    let ids = STARTED.lock().map(|v| v.clone()).unwrap_or_default();
-    if !ids.is_empty() {
-        let _ = std::process::Command::new("docker")
-            .args(["rm", "-f", "-v"])
-            .args(&ids)
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .status();
-    }
+    let docker = |args: &[&str], names: &[String]| {
+        if !names.is_empty() {
+            let _ = std::process::Command::new("docker")
+                .args(args)
+                .args(names)
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .status();
+        }
+    };
+    docker(
+        &["rm", "-f", "-v"],
+        &STARTED.lock().map(|v| v.clone()).unwrap_or_default(),
+    );
+    docker(
+        &["network", "rm"],
+        &NETWORKS.lock().map(|v| v.clone()).unwrap_or_default(),
+    );
+}
+
+/// Removes `network` when the process exits (for networks of kept containers).
+pub fn remove_network_at_exit(network: &str) {
+    NETWORKS.lock().unwrap().push(network.to_owned());
 }
 
 /// Starts a primary on `network`, ready to serve a streaming replica.
