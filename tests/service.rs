@@ -781,6 +781,21 @@ async fn health_readiness_and_metrics_describe_every_shard() {
     app.stop().await;
 }
 
+/// Submits an HTML form as a browser holding `cookies` would.
+async fn post_form(
+    app: &TestApp,
+    path: &str,
+    cookies: &str,
+    fields: &[(&str, &str)],
+) -> reqwest::Response {
+    app.post(path)
+        .header("cookie", cookies)
+        .form(fields)
+        .send()
+        .await
+        .unwrap()
+}
+
 fn cookie_value(res: &reqwest::Response, name: &str) -> Option<String> {
     res.headers()
         .get_all("set-cookie")
@@ -794,7 +809,7 @@ fn cookie_value(res: &reqwest::Response, name: &str) -> Option<String> {
 
 #[tokio::test]
 async fn the_html_ui_picks_a_tenant_by_cookie_escapes_output_and_refuses_cross_site_forms() {
-    let (app, _) = app().await;
+    let (app, layout) = app().await;
     let home = app.get("/").send().await.unwrap();
     assert_eq!(home.status(), 200);
     let csrf = cookie_value(&home, "csrf").expect("a csrf cookie is set");
@@ -802,13 +817,13 @@ async fn the_html_ui_picks_a_tenant_by_cookie_escapes_output_and_refuses_cross_s
     assert!(html.contains("Choose a tenant") && html.contains(&csrf));
 
     let jar = format!("csrf={csrf}");
-    let chosen = app
-        .post("/tenant")
-        .header("cookie", &jar)
-        .form(&[("tenant", "ui-tenant"), ("csrf", csrf.as_str())])
-        .send()
-        .await
-        .unwrap();
+    let chosen = post_form(
+        &app,
+        "/tenant",
+        &jar,
+        &[("tenant", "ui-tenant"), ("csrf", csrf.as_str())],
+    )
+    .await;
     assert_eq!(chosen.status(), 303);
     assert_eq!(
         cookie_value(&chosen, "tenant").as_deref(),
@@ -816,25 +831,25 @@ async fn the_html_ui_picks_a_tenant_by_cookie_escapes_output_and_refuses_cross_s
     );
     let jar = format!("csrf={csrf}; tenant=ui-tenant");
 
-    let forged = app
-        .post("/bookmarks")
-        .header("cookie", &jar)
-        .form(&[("url", "https://x.example"), ("csrf", "guess")])
-        .send()
-        .await
-        .unwrap();
+    let forged = post_form(
+        &app,
+        "/bookmarks",
+        &jar,
+        &[("url", "https://x.example"), ("csrf", "guess")],
+    )
+    .await;
     assert_eq!(forged.status(), 403);
-    let invalid = app
-        .post("/bookmarks")
-        .header("cookie", &jar)
-        .form(&[
+    let invalid = post_form(
+        &app,
+        "/bookmarks",
+        &jar,
+        &[
             ("url", "ftp://x"),
             ("title", "keep me"),
             ("csrf", csrf.as_str()),
-        ])
-        .send()
-        .await
-        .unwrap();
+        ],
+    )
+    .await;
     assert_eq!(invalid.status(), 422);
     let page = invalid.text().await.unwrap();
     assert!(
@@ -842,21 +857,26 @@ async fn the_html_ui_picks_a_tenant_by_cookie_escapes_output_and_refuses_cross_s
         "inline message, input kept"
     );
 
-    let created = app
-        .post("/bookmarks")
-        .header("cookie", &jar)
-        .form(&[
+    let created = post_form(
+        &app,
+        "/bookmarks",
+        &jar,
+        &[
             ("url", "https://x.example/?a=1&b=2"),
             ("title", "<script>alert('x')</script>"),
             ("tags", "Rust, web"),
             ("csrf", csrf.as_str()),
-        ])
-        .send()
-        .await
-        .unwrap();
+        ],
+    )
+    .await;
     assert_eq!(created.status(), 303);
     let list = app.get("/").header("cookie", &jar).send().await.unwrap();
-    assert_eq!(list.headers()["x-shard"], list.headers()["x-shard"]);
+    let owner = route_with_cli(&layout, &["ui-tenant".to_owned()])[0]["shard"].clone();
+    assert_eq!(
+        list.headers()["x-shard"].to_str().unwrap(),
+        owner,
+        "the page names its shard"
+    );
     let html = list.text().await.unwrap();
     assert!(!html.contains("<script>alert"), "titles are escaped");
     assert!(
@@ -888,13 +908,13 @@ async fn the_html_ui_picks_a_tenant_by_cookie_escapes_output_and_refuses_cross_s
         .unwrap();
     assert_eq!(mine["items"][0]["title"], "<script>alert('x')</script>");
 
-    let bad_tenant = app
-        .post("/tenant")
-        .header("cookie", &jar)
-        .form(&[("tenant", "<b>"), ("csrf", csrf.as_str())])
-        .send()
-        .await
-        .unwrap();
+    let bad_tenant = post_form(
+        &app,
+        "/tenant",
+        &jar,
+        &[("tenant", "<b>"), ("csrf", csrf.as_str())],
+    )
+    .await;
     assert_eq!(bad_tenant.status(), 400);
     assert!(!bad_tenant.text().await.unwrap().contains("<b>"));
     app.stop().await;
