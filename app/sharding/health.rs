@@ -11,7 +11,7 @@ use diesel::sql_types::{Bool, Text};
 use diesel_async::RunQueryDsl;
 
 use super::replicas::ReplicaStates;
-use super::shard_set::{PgPool, ShardSet};
+use super::shard_set::{PgPool, Shard, ShardSet};
 
 /// The outcome of probing one database.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -112,23 +112,32 @@ async fn probe_inner(pool: &PgPool, expect_replica: bool, expected: &BTreeSet<St
     }
 }
 
-/// Probes every replica once and records the result for the read path.
+/// Probes a shard's replica, if it has one, and records the result for the read path.
+pub async fn check_replica(
+    shard: &Shard,
+    states: &ReplicaStates,
+    expected: &BTreeSet<String>,
+    timeout: Duration,
+) -> Option<Probe> {
+    let p = probe(shard.replica_pool()?, true, expected, timeout).await;
+    if p.up {
+        states.mark_ready(shard);
+    } else {
+        states.mark_unready(shard, &p.detail);
+    }
+    Some(p)
+}
+
+/// Probes every replica once and records the results for the read path.
 pub async fn refresh_replicas(
     shards: &ShardSet,
     states: &ReplicaStates,
     expected: &BTreeSet<String>,
     timeout: Duration,
 ) {
-    let checks = shards.iter().filter_map(|shard| {
-        shard.replica_pool().map(|pool| async move {
-            let p = probe(pool, true, expected, timeout).await;
-            if p.up {
-                states.mark_ready(shard);
-            } else {
-                states.mark_unready(shard, &p.detail);
-            }
-        })
-    });
+    let checks = shards
+        .iter()
+        .map(|shard| check_replica(shard, states, expected, timeout));
     futures::future::join_all(checks).await;
 }
 

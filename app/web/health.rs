@@ -10,7 +10,7 @@ use axum::http::StatusCode;
 use serde_json::{Value, json};
 
 use super::state::AppState;
-use crate::sharding::health::probe;
+use crate::sharding::health::{check_replica, probe};
 use crate::sharding::topology::ReplicaFallback;
 
 /// Liveness: the process is serving. Database trouble must not get it restarted.
@@ -37,7 +37,7 @@ fn status(up: bool) -> &'static str {
     if up { "UP" } else { "DOWN" }
 }
 
-/// Builds the component report, updating replica readiness as a side effect.
+/// Builds the component report; the replica checks also update replica readiness.
 pub async fn readiness(state: &AppState) -> Value {
     let timeout = state.shard_timeout;
     let shards = state.shards.set();
@@ -50,12 +50,7 @@ pub async fn readiness(state: &AppState) -> Value {
     let per_shard = futures::future::join_all(shards.iter().map(|shard| async move {
         let expected = &state.expected_shard_migrations;
         let primary = probe(shard.primary_pool(), false, expected, timeout);
-        let replica = async {
-            match shard.replica_pool() {
-                Some(pool) => Some(probe(pool, true, expected, timeout).await),
-                None => None,
-            }
-        };
+        let replica = check_replica(shard, state.shards.replicas(), expected, timeout);
         let (primary, replica) = futures::join!(primary, replica);
         (shard, primary, replica)
     }));
@@ -74,13 +69,10 @@ pub async fn readiness(state: &AppState) -> Value {
             "slots": shard.spec().slot_count(),
         });
         if let Some(replica) = replica {
-            let states = state.shards.replicas();
             if replica.up {
-                states.mark_ready(shard);
                 details["replica"] = json!(replica.detail);
                 details["reads"] = json!("replica");
             } else {
-                states.mark_unready(shard, &replica.detail);
                 details["replica"] = json!(format!("down: {}", replica.detail));
                 match shard.replica_fallback() {
                     ReplicaFallback::Primary => {
