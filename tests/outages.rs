@@ -46,12 +46,7 @@ async fn a_stopped_shard_degrades_to_partial_answers_and_recovers_without_a_rest
     assert!(stats["shards"][1]["error"].is_string());
 
     let started = Instant::now();
-    let res = app
-        .get("/api/bookmarks")
-        .header("X-Tenant-Id", "acme-corp")
-        .send()
-        .await
-        .unwrap();
+    let res = app.get_as("/api/bookmarks", "acme-corp").await;
     assert!(
         started.elapsed() < Duration::from_secs(3),
         "503 took {:?}",
@@ -66,12 +61,7 @@ async fn a_stopped_shard_degrades_to_partial_answers_and_recovers_without_a_rest
         "no driver text reaches clients: {body}"
     );
 
-    let healthy = app
-        .get("/api/bookmarks")
-        .header("X-Tenant-Id", "hooli")
-        .send()
-        .await
-        .unwrap();
+    let healthy = app.get_as("/api/bookmarks", "hooli").await;
     assert_eq!(healthy.status(), 200);
     app.create("hooli", json!({"url": "https://h2.example"}))
         .await;
@@ -87,12 +77,7 @@ async fn a_stopped_shard_degrades_to_partial_answers_and_recovers_without_a_rest
 
     doomed.container.start().await.unwrap();
     let recovered = eventually(Duration::from_secs(30), || async {
-        let res = app
-            .get("/api/bookmarks")
-            .header("X-Tenant-Id", "acme-corp")
-            .send()
-            .await
-            .unwrap();
+        let res = app.get_as("/api/bookmarks", "acme-corp").await;
         res.status() == 200
     })
     .await;
@@ -179,23 +164,13 @@ async fn an_unready_replica_degrades_reads_to_the_primary_or_fails_readiness_as_
     assert_eq!(res.status(), 503);
     let body: Value = res.json().await.unwrap();
     assert_eq!(body["components"]["db:shard:shard0"]["status"], "DOWN");
-    let res = strict
-        .get("/api/tags")
-        .header("X-Tenant-Id", "hooli")
-        .send()
-        .await
-        .unwrap();
+    let res = strict.get_as("/api/tags", "hooli").await;
     assert_eq!(res.status(), 503);
     let body: Value = res.json().await.unwrap();
     assert_eq!(body["error"]["code"], "replica_unavailable");
     assert_eq!(body["error"]["shard"], "shard0");
     // Primary reads of the tenant's own data are unaffected.
-    let own = strict
-        .get("/api/bookmarks")
-        .header("X-Tenant-Id", "hooli")
-        .send()
-        .await
-        .unwrap();
+    let own = strict.get_as("/api/bookmarks", "hooli").await;
     assert_eq!(own.status(), 200);
 
     replica.container.start().await.unwrap();

@@ -161,12 +161,7 @@ async fn responses_name_the_serving_shard_and_instance() {
         .create("acme-corp", json!({"url": "https://a.example"}))
         .await;
     assert_eq!(created["shard"], "shard1");
-    let res = app
-        .get("/api/bookmarks")
-        .header("X-Tenant-Id", "acme-corp")
-        .send()
-        .await
-        .unwrap();
+    let res = app.get_as("/api/bookmarks", "acme-corp").await;
     assert_eq!(res.headers()["x-shard"], "shard1");
     assert_eq!(res.headers()["x-served-by"], "test-instance");
     assert!(res.headers().contains_key("x-request-id"));
@@ -397,11 +392,7 @@ async fn a_missing_or_malformed_tenant_id_is_a_400_that_says_why() {
         ("semi;colon", "only contain"),
     ] {
         let body = expect_error(
-            app.get("/api/bookmarks")
-                .header("X-Tenant-Id", bad)
-                .send()
-                .await
-                .unwrap(),
+            app.get_as("/api/bookmarks", bad).await,
             400,
             "invalid_tenant",
         )
@@ -413,21 +404,12 @@ async fn a_missing_or_malformed_tenant_id_is_a_400_that_says_why() {
     }
     let long = "a".repeat(65);
     expect_error(
-        app.get("/api/bookmarks")
-            .header("X-Tenant-Id", long)
-            .send()
-            .await
-            .unwrap(),
+        app.get_as("/api/bookmarks", &long).await,
         400,
         "invalid_tenant",
     )
     .await;
-    let ok = app
-        .get("/api/bookmarks")
-        .header("X-Tenant-Id", "a".repeat(64))
-        .send()
-        .await
-        .unwrap();
+    let ok = app.get_as("/api/bookmarks", &"a".repeat(64)).await;
     assert_eq!(ok.status(), 200);
     app.stop().await;
 }
@@ -501,12 +483,7 @@ async fn a_tenant_reads_its_own_writes_immediately_and_can_edit_and_delete() {
             .create(t, json!({"url": format!("https://r.example/{i}")}))
             .await;
         let id = created["id"].as_str().unwrap();
-        let got = app
-            .get(&format!("/api/bookmarks/{id}"))
-            .header("X-Tenant-Id", t)
-            .send()
-            .await
-            .unwrap();
+        let got = app.get_as(&format!("/api/bookmarks/{id}"), t).await;
         assert_eq!(got.status(), 200, "a fresh write is visible at once");
     }
     let b = app
@@ -542,12 +519,7 @@ async fn a_tenant_reads_its_own_writes_immediately_and_can_edit_and_delete() {
         .await
         .unwrap();
     assert_eq!(del.status(), 204);
-    let gone = app
-        .get(&format!("/api/bookmarks/{id}"))
-        .header("X-Tenant-Id", t)
-        .send()
-        .await
-        .unwrap();
+    let gone = app.get_as(&format!("/api/bookmarks/{id}"), t).await;
     assert_eq!(gone.status(), 404);
     app.stop().await;
 }

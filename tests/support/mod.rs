@@ -281,15 +281,18 @@ impl TestApp {
         self.client.get(format!("{}{path}", self.base))
     }
 
-    /// GETs `path` as `tenant` and parses the JSON answer, whatever its status.
-    pub async fn get_json(&self, path: &str, tenant: &str) -> serde_json::Value {
-        let res = self
-            .get(path)
+    /// GETs `path` as `tenant`.
+    pub async fn get_as(&self, path: &str, tenant: &str) -> reqwest::Response {
+        self.get(path)
             .header("X-Tenant-Id", tenant)
             .send()
             .await
-            .unwrap();
-        res.json().await.unwrap()
+            .unwrap()
+    }
+
+    /// GETs `path` as `tenant` and parses the JSON answer, whatever its status.
+    pub async fn get_json(&self, path: &str, tenant: &str) -> serde_json::Value {
+        self.get_as(path, tenant).await.json().await.unwrap()
     }
 
     pub fn post(&self, path: &str) -> reqwest::RequestBuilder {
