@@ -1,5 +1,6 @@
-//! Builds the application: pools, router, replica monitor and listener. The server, the
-//! CLI and the tests all go through [`Application::build`].
+//! Builds the application: pools, router (with its directory listener when directory routing
+//! is on), replica monitor and HTTP listener. The server, the CLI and the tests all go
+//! through [`Application::build`].
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -12,10 +13,11 @@ use tokio::net::TcpListener;
 use crate::configuration::Settings;
 use crate::migrate::{self, Kind, Selection};
 use crate::sharding::access::Shards;
+use crate::sharding::directory::listener;
 use crate::sharding::health::spawn_replica_monitor;
 use crate::sharding::replicas::ReplicaStates;
 use crate::sharding::shard_set::build_pool;
-use crate::sharding::{PinRouter, ShardRouter, ShardSet};
+use crate::sharding::{DirectoryRouter, PinRouter, ShardRouter, ShardSet};
 use crate::web::state::{AppState, Inner};
 
 /// How the server is run (as opposed to what it talks to, which is [`Settings`]).
@@ -74,12 +76,21 @@ impl Application {
             &topology,
             "control",
         )?;
-        let router: Arc<dyn ShardRouter> = Arc::new(PinRouter::from_shard_set(&set));
+        // One directory router shared by the request path and its listener (spawned in
+        // `run_until`), so invalidations reach the cache that routes.
+        let directory = topology
+            .directory_router
+            .then(|| Arc::new(DirectoryRouter::new(control.clone(), &set)));
+        let router: Arc<dyn ShardRouter> = match &directory {
+            Some(directory) => directory.clone(),
+            None => Arc::new(PinRouter::from_shard_set(&set)),
+        };
         let replicas = Arc::new(ReplicaStates::new(&set));
         let state = AppState(Arc::new(Inner {
             settings,
             shards: Shards::new(set, router, replicas),
             control,
+            directory,
             instance_name: options.instance_name.clone(),
             shard_timeout: options.shard_timeout,
             expected_control_migrations: migrate::expected_versions(Kind::Control),
@@ -120,11 +131,22 @@ impl Application {
             Arc::clone(&self.state.expected_shard_migrations),
             self.replica_check_interval,
         );
+        let directory_listener = self.state.directory.clone().map(|router| {
+            let topology = self.state.shards.set().topology();
+            listener::spawn(
+                router,
+                topology.control_url.clone(),
+                topology.connect_timeout,
+            )
+        });
         tracing::info!(addr = %self.local_addr(), instance = %self.state.instance_name, "serving");
         let result = axum::serve(self.listener, self.router)
             .with_graceful_shutdown(shutdown)
             .await;
         monitor.abort();
+        if let Some(task) = directory_listener {
+            task.abort();
+        }
         tracing::info!("stopped");
         result
     }

@@ -1,5 +1,7 @@
 //! The `route` and `check-config` commands, run as a user runs them: the real binary, the
-//! repository's `autumn.toml`, no database anywhere.
+//! repository's `autumn.toml`, no database anywhere (the repository's topology turns the
+//! directory on, so these routes pass `--no-directory`, or turn it off, or check the error
+//! when the control database cannot be reached).
 
 use assert_cmd::Command;
 
@@ -31,7 +33,7 @@ fn write_config(text: &str) -> tempfile::NamedTempFile {
 
 #[test]
 fn route_prints_one_json_line_per_key_in_the_documented_shape() {
-    let out = stdout_of(bookmarks().args(["route", "tenant-1", "acme-corp"]));
+    let out = stdout_of(bookmarks().args(["route", "--no-directory", "tenant-1", "acme-corp"]));
     assert_eq!(
         out,
         "{\"key\":\"tenant-1\",\"slot\":12427,\"shard\":\"shard1\",\"via\":\"hash\"}\n\
@@ -41,6 +43,8 @@ fn route_prints_one_json_line_per_key_in_the_documented_shape() {
 
 #[test]
 fn route_with_int_prints_numeric_keys_including_negatives_after_double_dash() {
+    // Directory rows are text keys: integer keys route without reaching the control
+    // database, even with the directory on (as it is in the repository's topology).
     let out = stdout_of(bookmarks().args(["route", "--int", "--", "-1", "42", "0"]));
     let lines: Vec<serde_json::Value> = out
         .lines()
@@ -59,7 +63,14 @@ fn route_with_int_prints_numeric_keys_including_negatives_after_double_dash() {
 
 #[test]
 fn route_accepts_any_text_as_a_key() {
-    let out = stdout_of(bookmarks().args(["route", "--", "ünï cödé \"quoted\"", "-dash", ""]));
+    let out = stdout_of(bookmarks().args([
+        "route",
+        "--no-directory",
+        "--",
+        "ünï cödé \"quoted\"",
+        "-dash",
+        "",
+    ]));
     let lines: Vec<serde_json::Value> = out
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
@@ -92,12 +103,11 @@ fn route_reports_pins_from_the_config() {
         .unwrap()
         .replace("pins = {}", "pins = { \"acme-corp\" = \"shard0\" }");
     let config = write_config(&text);
-    let out = stdout_of(
-        bookmarks()
-            .arg("--config")
-            .arg(config.path())
-            .args(["route", "acme-corp"]),
-    );
+    let out = stdout_of(bookmarks().arg("--config").arg(config.path()).args([
+        "route",
+        "--no-directory",
+        "acme-corp",
+    ]));
     assert_eq!(
         out,
         "{\"key\":\"acme-corp\",\"slot\":11394,\"shard\":\"shard0\",\"via\":\"pin\"}\n"
@@ -114,6 +124,7 @@ fn route_follows_env_overrides_and_the_autumn_config_variable() {
             .env("AUTUMN_CONFIG", config.path())
             .env("AUTUMN_DATABASE__SHARDS__0__SLOTS", "0-16383")
             .env("AUTUMN_DATABASE__SHARDS__1__SLOTS", "")
+            .env("AUTUMN_SHARDING__DIRECTORY_ROUTER", "false")
             .args(["route", "acme-corp"]),
     );
     assert!(out.contains("\"shard\":\"shard0\""), "{out}");
@@ -140,7 +151,9 @@ fn the_repository_topology_passes_check_config_and_shows_the_budget() {
         .find(|l| l.starts_with("shard1"))
         .expect("a shard1 row");
     assert!(shard1.contains("8192-16383"), "{shard1}");
-    assert!(out.contains("total_max_connections: 28"), "{out}");
+    // control 8 + its directory listener 1 + shard0 8+4 + shard1 8.
+    assert!(out.contains("total_max_connections: 29"), "{out}");
+    assert!(out.contains("directory_router: true"), "{out}");
     assert!(!out.contains(":bookmarks@"), "passwords are masked: {out}");
 }
 
@@ -170,12 +183,14 @@ slots = ["16384"]
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     for needle in [
-        "5 problems",
+        "6 problems",
         "[database] primary_url \"mysql://nope\" is not a Postgres URL",
         "shard name \"a\" is used twice",
         "replica_fallback \"sometimes\"",
         "slots entry \"9-3\" is reversed",
         "slots entry \"16384\" is out of range",
+        // Coverage is still checked around the bad entries ("9-3" meant 3-9).
+        "slots 101-16383 are owned by no shard",
     ] {
         assert!(err.contains(needle), "missing {needle:?} in:\n{err}");
     }
@@ -205,6 +220,46 @@ fn check_config_on_a_missing_or_broken_file_exits_2_without_a_panic() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
         err.contains("not valid TOML") && !err.contains("panicked"),
+        "{err}"
+    );
+}
+
+#[test]
+fn route_with_the_directory_on_fails_clearly_when_the_control_database_is_unreachable() {
+    // The repository's topology names compose host names, which do not resolve here.
+    let out = bookmarks().args(["route", "acme-corp"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(out.stdout.is_empty(), "no route is guessed");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("cannot read the tenant directory on the control database")
+            && err.contains("postgres-control")
+            && err.contains("--no-directory"),
+        "{err}"
+    );
+    assert!(
+        !err.contains(":bookmarks@"),
+        "the password is masked: {err}"
+    );
+    assert!(!err.contains("panicked"), "{err}");
+}
+
+#[test]
+fn serve_refuses_to_start_directory_routing_on_a_control_pool_of_one() {
+    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/autumn.toml"))
+        .unwrap()
+        .replace("pool_size = 8\n", "pool_size = 1\n");
+    let config = write_config(&text);
+    let out = bookmarks()
+        .arg("--config")
+        .arg(config.path())
+        .args(["serve", "--bind", "127.0.0.1:0"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("directory_router = true needs [database] pool_size of at least 2 (it is 1)"),
         "{err}"
     );
 }

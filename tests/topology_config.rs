@@ -291,7 +291,12 @@ fn a_zero_pool_size_is_rejected() {
 fn independent_problems_are_reported_together() {
     let text = "[database]\nreplica_fallback = \"x\"\n[[database.shards]]\nname = \"a\"\nslots = [\"x\"]\n[sharding]\npins = { t = \"zz\" }\n";
     let p = problems(text);
-    assert_eq!(p.len(), 5, "{p:?}");
+    // Including the coverage gap left by the unreadable slots entry.
+    assert_eq!(p.len(), 6, "{p:?}");
+    assert!(
+        p.iter()
+            .any(|m| m.starts_with("slots 0-16383 are owned by no shard"))
+    );
 }
 
 #[test]
@@ -477,5 +482,86 @@ fn a_missing_file_is_a_config_error_naming_the_path() {
     assert!(
         err.problems[0].starts_with("cannot read /nonexistent/autumn.toml"),
         "{err}"
+    );
+}
+
+#[test]
+fn a_bad_slot_entry_does_not_hide_the_gaps_around_it() {
+    let p = problems(&format!(
+        "{CONTROL}{}{}",
+        shard("s0", Some(r#"["0-100"]"#)),
+        shard("s1", Some(r#"["200-16383", "20000"]"#))
+    ));
+    assert_eq!(
+        p,
+        vec![
+            r#"shard "s1": slots entry "20000" is out of range (slots are 0-16383)"#,
+            "slots 101-199 are owned by no shard (every slot 0-16383 must be owned exactly once)",
+        ]
+    );
+}
+
+#[test]
+fn what_a_bad_entry_evidently_meant_is_not_reported_again_as_a_gap() {
+    let p = problems(&format!(
+        "{CONTROL}{}{}",
+        shard("s0", Some(r#"["8191-0"]"#)),
+        shard("s1", Some(r#"["8192-99999"]"#))
+    ));
+    assert_eq!(p.len(), 2, "{p:?}");
+    assert!(p[0].contains("\"8191-0\" is reversed"), "{p:?}");
+    assert!(p[1].contains("\"8192-99999\" is out of range"), "{p:?}");
+}
+
+#[test]
+fn directory_routing_needs_a_control_pool_of_at_least_two_connections() {
+    let text = format!(
+        "[database]\nprimary_url = \"postgres://h/c\"\npool_size = 1\n[sharding]\ndirectory_router = true\n{}",
+        shard("a", None)
+    );
+    let p = problems(&text);
+    assert_eq!(p.len(), 1, "{p:?}");
+    assert!(
+        p[0].starts_with(
+            "[sharding] directory_router = true needs [database] pool_size of at least 2 (it is 1)"
+        ),
+        "{p:?}"
+    );
+    // The same pool is fine without the directory.
+    assert!(load(&text.replace("directory_router = true", "directory_router = false")).is_ok());
+}
+
+#[test]
+fn directory_settings_have_defaults_and_environment_overrides() {
+    let s = load(&format!("{CONTROL}{}", shard("a", None))).unwrap();
+    assert!(!s.topology.directory_router);
+    assert_eq!(
+        s.topology.directory_cache_ttl,
+        std::time::Duration::from_secs(30)
+    );
+    let s = load_env(
+        &format!("{CONTROL}{}", shard("a", None)),
+        &[
+            ("AUTUMN_SHARDING__DIRECTORY_ROUTER", "true"),
+            ("AUTUMN_SHARDING__DIRECTORY_CACHE_TTL_MS", "1500"),
+        ],
+    )
+    .unwrap();
+    assert!(s.topology.directory_router);
+    assert_eq!(
+        s.topology.directory_cache_ttl,
+        std::time::Duration::from_millis(1500)
+    );
+    // The listener's connection counts toward the budget.
+    assert_eq!(s.topology.total_max_connections(), 8 + 1 + 8);
+    let p = load_env(
+        &format!("{CONTROL}{}", shard("a", None)),
+        &[("AUTUMN_SHARDING__DIRECTORY_ROUTER", "yes")],
+    )
+    .unwrap_err()
+    .problems;
+    assert_eq!(
+        p,
+        vec![r#"AUTUMN_SHARDING__DIRECTORY_ROUTER: "yes" is not true or false"#]
     );
 }

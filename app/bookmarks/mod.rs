@@ -8,3 +8,12 @@ pub mod schema;
 pub mod stats;
 pub mod store;
 pub mod ui;
+
+use crate::sharding::tenant_rows::TenantTable;
+
+/// Every shard table holding tenant rows, for tools that count, copy or verify a tenant's
+/// data without knowing what it is (placement checks, moves).
+pub const TENANT_TABLES: &[TenantTable] = &[TenantTable {
+    name: "bookmarks",
+    tenant_column: "tenant_id",
+}];

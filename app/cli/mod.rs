@@ -5,6 +5,7 @@
 
 mod check_config;
 mod migrate;
+mod placement;
 mod route;
 mod serve;
 
@@ -32,8 +33,16 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Print where keys route: one JSON object per key. Needs no database.
+    /// Print where keys route: one JSON object per key. Reads the directory when directory
+    /// routing is on (needs the control database; `--no-directory` does not).
     Route(route::RouteArgs),
+    /// List directory rows and config pins, one JSON object per line.
+    Pins,
+    /// Place a tenant on a shard in the directory. Places, does not move: refuses when the
+    /// tenant's rows would stay behind (see move_slot) unless --force.
+    Pin(placement::PinArgs),
+    /// Remove a tenant's directory row (config pin or hash decide again).
+    Unpin(placement::UnpinArgs),
     /// Validate the topology and print the slot map and connection budget.
     CheckConfig,
     /// Run the HTTP server.
@@ -48,21 +57,34 @@ pub const EXIT_CONFIG: u8 = 2;
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
-        Command::Route(args) => with_settings(&cli.config, |s| route::run(s, &args)),
+        Command::Route(args) => with_settings(&cli.config, |s| {
+            // Quiet: route's own messages say what went wrong.
+            block_on(false, route::run(s, &args))
+        }),
+        Command::Pins => with_settings(&cli.config, |s| block_on(false, placement::pins(s))),
+        Command::Pin(args) => {
+            with_settings(&cli.config, |s| block_on(false, placement::pin(s, args)))
+        }
+        Command::Unpin(args) => {
+            with_settings(&cli.config, |s| block_on(false, placement::unpin(s, args)))
+        }
         Command::CheckConfig => with_settings(&cli.config, check_config::run),
         Command::Serve(args) => {
-            with_settings(&cli.config, |s| block_on(serve::run(s.clone(), args)))
+            with_settings(&cli.config, |s| block_on(true, serve::run(s.clone(), args)))
         }
-        Command::Migrate(args) => {
-            with_settings(&cli.config, |s| block_on(migrate::run(s.clone(), args)))
-        }
+        Command::Migrate(args) => with_settings(&cli.config, |s| {
+            block_on(true, migrate::run(s.clone(), args))
+        }),
     }
 }
 
 /// Commands that talk to databases run on a multi-threaded runtime (diesel's migration
-/// harness blocks a thread while it works).
-fn block_on(work: impl std::future::Future<Output = ExitCode>) -> ExitCode {
-    crate::telemetry::init();
+/// harness blocks a thread while it works). `logs` turns on log output (servers and
+/// migrations log; one-shot commands print their own results and errors).
+fn block_on(logs: bool, work: impl std::future::Future<Output = ExitCode>) -> ExitCode {
+    if logs {
+        crate::telemetry::init();
+    }
     match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -1,4 +1,5 @@
-//! `bookmarks route KEY...`: shows which slot and shard each key routes to, and why.
+//! `bookmarks route KEY...`: shows which slot and shard each key routes to, and why. With
+//! directory routing on, it reads the directory as it is now (`--no-directory` skips it).
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -7,13 +8,18 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use crate::configuration::Settings;
-use crate::sharding::{PinRouter, ShardKey, ShardRouter, ShardSet};
+use crate::sharding::shard_set::build_pool;
+use crate::sharding::{DirectoryRouter, PinRouter, RouteError, ShardKey, ShardSet};
 
 #[derive(Debug, clap::Args)]
 pub struct RouteArgs {
     /// Treat keys as 64-bit integers (put negative numbers after `--`).
     #[arg(long)]
     pub int: bool,
+
+    /// Route by config pins and the hash only, without reading the directory.
+    #[arg(long)]
+    pub no_directory: bool,
 
     /// The routing keys (tenant ids). Any text is a valid key.
     #[arg(required = true, value_name = "KEY")]
@@ -26,9 +32,11 @@ struct RouteLine<'a> {
     slot: u16,
     shard: &'a str,
     via: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<String>,
 }
 
-pub fn run(settings: &Settings, args: &RouteArgs) -> ExitCode {
+pub async fn run(settings: &Settings, args: &RouteArgs) -> ExitCode {
     let ints = if args.int {
         match args
             .keys
@@ -46,34 +54,68 @@ pub fn run(settings: &Settings, args: &RouteArgs) -> ExitCode {
         None
     };
 
-    let shards = match ShardSet::new(Arc::new(settings.topology.clone())) {
-        Ok(s) => s,
+    let topology = Arc::new(settings.topology.clone());
+    let built = ShardSet::new(topology.clone()).and_then(|set| {
+        let directory = (topology.directory_router && !args.no_directory)
+            .then(|| build_pool(&topology.control_url, 1, &topology, "control"))
+            .transpose()?
+            .map(|control| DirectoryRouter::new(control, &set));
+        Ok((set, directory))
+    });
+    let (shards, directory) = match built {
+        Ok(b) => b,
         Err(e) => {
             eprintln!("error: {e}");
             return ExitCode::FAILURE;
         }
     };
-    let router = PinRouter::from_shard_set(&shards);
+    let pins = PinRouter::from_shard_set(&shards);
     let mut out = std::io::stdout().lock();
+    let mut code = ExitCode::SUCCESS;
     for (i, text) in args.keys.iter().enumerate() {
         let (key, json_key) = match &ints {
             Some(ints) => (ShardKey::Int(ints[i]), serde_json::Value::from(ints[i])),
             None => (ShardKey::Str(text), serde_json::Value::from(text.as_str())),
         };
-        // The pin router never awaits anything, so polling it once is enough.
-        let route = futures::executor::block_on(router.route(key, &shards))
-            .expect("the pin router cannot fail");
-        let line = RouteLine {
-            key: json_key,
-            slot: route.slot.index(),
-            shard: shards.get(route.shard).name(),
-            via: route.via.as_str(),
+        let routed = match &directory {
+            Some(directory) => directory.route_uncached(key, &shards).await,
+            None => Ok(pins.decide(key, &shards)),
+        };
+        let line = match &routed {
+            Ok(route) => RouteLine {
+                key: json_key,
+                slot: route.slot.index(),
+                shard: shards.get(route.shard).name(),
+                via: route.via.as_str(),
+                error: None,
+            },
+            Err(RouteError::UnknownShard { shard }) => {
+                code = ExitCode::FAILURE;
+                RouteLine {
+                    key: json_key,
+                    slot: key.slot().index(),
+                    shard,
+                    via: "directory",
+                    error: Some(format!(
+                        "shard {shard:?} is not configured: fix the directory row"
+                    )),
+                }
+            }
+            Err(RouteError::DirectoryUnavailable { cause }) => {
+                eprintln!(
+                    "error: cannot read the tenant directory on the control database ({}): \
+                     {cause}\n`bookmarks route --no-directory` routes by config pins and the \
+                     hash alone",
+                    topology.control_url
+                );
+                return ExitCode::FAILURE;
+            }
         };
         let json = serde_json::to_string(&line).expect("a route line always serializes");
         if writeln!(out, "{json}").is_err() {
             // Downstream closed the pipe (`| head`): stop quietly.
-            return ExitCode::SUCCESS;
+            return code;
         }
     }
-    ExitCode::SUCCESS
+    code
 }

@@ -1,6 +1,7 @@
 //! Routers decide which shard serves a key. The hash router is the default; the pin router
-//! lets configured tenants (whales, data-residency customers) bypass the hash; a directory
-//! router backed by the control database implements the same trait.
+//! lets configured tenants (whales, data-residency customers) bypass the hash; the
+//! directory router ([`super::directory`]) puts runtime placement from the control
+//! database in front of both.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -37,11 +38,17 @@ impl RouteVia {
     }
 }
 
-#[derive(Debug, thiserror::Error)]
+/// Why a key could not be routed. Only routers that consult something outside the process
+/// (the directory) can fail.
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum RouteError {
-    /// A router that consults an external source (the directory) could not reach it.
-    #[error("routing lookup failed: {0}")]
-    Lookup(String),
+    /// The directory could not be read and nothing cached says where the key lives.
+    /// `cause` is for the log, never for clients.
+    #[error("the tenant directory on the control database is unreachable: {cause}")]
+    DirectoryUnavailable { cause: String },
+    /// The directory places the key on a shard this topology does not have.
+    #[error("the tenant directory places this tenant on shard {shard:?}, which is not configured")]
+    UnknownShard { shard: String },
 }
 
 /// Decides a key's shard. Async so that a router may consult a cache or the control database.
@@ -106,6 +113,18 @@ impl PinRouter {
     pub fn pinned(&self, key: ShardKey<'_>) -> Option<ShardId> {
         key.as_text().and_then(|k| self.pins.get(k).copied())
     }
+
+    /// The pin if there is one, else the hash; never waits for anything.
+    pub fn decide(&self, key: ShardKey<'_>, shards: &ShardSet) -> Route {
+        match self.pinned(key) {
+            Some(shard) => Route {
+                slot: key.slot(),
+                shard,
+                via: RouteVia::Pin,
+            },
+            None => shards.hash_route(key),
+        }
+    }
 }
 
 impl ShardRouter for PinRouter {
@@ -114,14 +133,6 @@ impl ShardRouter for PinRouter {
         key: ShardKey<'a>,
         shards: &'a ShardSet,
     ) -> BoxFuture<'a, Result<Route, RouteError>> {
-        let route = match self.pinned(key) {
-            Some(shard) => Route {
-                slot: key.slot(),
-                shard,
-                via: RouteVia::Pin,
-            },
-            None => shards.hash_route(key),
-        };
-        Box::pin(std::future::ready(Ok(route)))
+        Box::pin(std::future::ready(Ok(self.decide(key, shards))))
     }
 }

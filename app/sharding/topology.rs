@@ -19,6 +19,7 @@ pub const DEFAULT_PRIMARY_POOL_SIZE: u32 = 8;
 pub const DEFAULT_REPLICA_POOL_SIZE: u32 = 4;
 const DEFAULT_CONNECT_TIMEOUT_MS: u64 = 2_000;
 const DEFAULT_ACQUIRE_TIMEOUT_MS: u64 = 3_000;
+pub const DEFAULT_DIRECTORY_CACHE_TTL_MS: u64 = 30_000;
 
 /// `[database]` as written in the file, before validation.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -70,9 +71,11 @@ pub struct RawSharding {
     /// Tenant key → shard name, consulted before the hash.
     #[serde(default)]
     pub pins: BTreeMap<String, String>,
-    /// Route through the control database's directory table (a later feature).
+    /// Route through the control database's directory table before pins and the hash.
     #[serde(default)]
     pub directory_router: bool,
+    /// How long a directory lookup (a row or the absence of one) is cached per process.
+    pub directory_cache_ttl_ms: Option<u64>,
 }
 
 /// What a shard's replica reads do when the replica is not ready.
@@ -143,6 +146,8 @@ pub struct Topology {
     /// Tenant key → index into `shards`.
     pub pins: BTreeMap<String, usize>,
     pub directory_router: bool,
+    /// How long a directory lookup is trusted without a notification saying it changed.
+    pub directory_cache_ttl: Duration,
     /// Whether the slot map was auto-split (no shard declared `slots`).
     pub auto_assigned: bool,
 }
@@ -288,6 +293,16 @@ impl Topology {
             }
         }
 
+        if sharding.directory_router && control_pool_size < 2 {
+            // Routing a request takes a control connection; a handler already holding the
+            // only one would wait for itself forever.
+            problems.push(format!(
+                "[sharding] directory_router = true needs [database] pool_size of at least 2 \
+                 (it is {control_pool_size}): routing checks out a control connection, and a \
+                 handler that already holds the only one would wait for it forever"
+            ));
+        }
+
         if !problems.is_empty() {
             return Err(problems);
         }
@@ -307,6 +322,11 @@ impl Topology {
             owner,
             pins,
             directory_router: sharding.directory_router,
+            directory_cache_ttl: Duration::from_millis(
+                sharding
+                    .directory_cache_ttl_ms
+                    .unwrap_or(DEFAULT_DIRECTORY_CACHE_TTL_MS),
+            ),
             auto_assigned: db.shards.iter().all(|s| s.slots.is_none()),
         })
     }
@@ -316,10 +336,12 @@ impl Topology {
         usize::from(self.owner[usize::from(slot)])
     }
 
-    /// Every connection the process may open: control + each shard's primary and replica pools.
+    /// Every connection the process may open: control (plus the directory listener's own
+    /// connection when directory routing is on) + each shard's primary and replica pools.
     /// Compare it with the servers' `max_connections` × the number of app replicas.
     pub fn total_max_connections(&self) -> u32 {
         self.control_pool_size
+            + u32::from(self.directory_router)
             + self
                 .shards
                 .iter()
@@ -438,8 +460,11 @@ fn resolve_slots(
     }
 
     let mut claims: Vec<Vec<usize>> = vec![Vec::new(); usize::from(SLOT_COUNT)];
+    // Slots a bad entry evidently meant to cover ("9-3", "16000-20000"): not owned, but not
+    // reported as gaps either, so each mistake is reported once, as itself.
+    let mut meant = vec![false; usize::from(SLOT_COUNT)];
     let mut per_shard: Vec<Vec<SlotRange>> = vec![Vec::new(); n];
-    let mut entries_ok = true;
+    let before = problems.len();
     for (i, raw) in db.shards.iter().enumerate() {
         for entry in raw.slots.as_deref().unwrap_or_default() {
             let text = match entry {
@@ -454,19 +479,19 @@ fn resolve_slots(
                     }
                 }
                 Err(e) => {
-                    entries_ok = false;
                     problems.push(format!("{}: slots entry {e}", labels[i]));
+                    for slot in intended_slots(&text) {
+                        meant[usize::from(slot)] = true;
+                    }
                 }
             }
         }
     }
-    if !entries_ok {
-        // Gaps and overlaps computed from a partly unreadable map would only mislead.
-        return None;
-    }
 
-    let before = problems.len();
-    let gaps = compact((0..SLOT_COUNT).filter(|&s| claims[usize::from(s)].is_empty()));
+    // Coverage is still checked when some entries are bad: every problem at once.
+    let gaps = compact(
+        (0..SLOT_COUNT).filter(|&s| claims[usize::from(s)].is_empty() && !meant[usize::from(s)]),
+    );
     if !gaps.is_empty() {
         problems.push(format!(
             "slots {} are owned by no shard (every slot 0-{} must be owned exactly once)",
@@ -501,4 +526,23 @@ fn resolve_slots(
             })
             .collect(),
     )
+}
+
+/// The in-range slots an unparsable entry most plausibly meant: a reversed range read
+/// forwards, a range running past the end clipped to the last slot. Empty when the entry
+/// is not made of numbers at all.
+fn intended_slots(text: &str) -> impl Iterator<Item = u16> {
+    let number = |s: &str| s.trim().parse::<u64>().ok();
+    let (a, b) = match text.trim().split_once('-') {
+        Some((a, b)) => (number(a), number(b)),
+        None => (number(text), number(text)),
+    };
+    let last = u64::from(SLOT_COUNT - 1);
+    let range = match (a, b) {
+        (Some(a), Some(b)) if a.min(b) <= last => {
+            Some((a.min(b) as u16)..=(a.max(b).min(last) as u16))
+        }
+        _ => None,
+    };
+    range.into_iter().flatten()
 }

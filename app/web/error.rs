@@ -5,14 +5,19 @@
 
 use axum::Json;
 use axum::extract::rejection::{FormRejection, JsonRejection, PathRejection, QueryRejection};
-use axum::http::StatusCode;
+use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 use uuid::Uuid;
 
 use crate::bookmarks::model::FieldError;
+use crate::sharding::RouteError;
 use crate::sharding::access::ShardError;
 use crate::tenancy::TenantError;
+
+/// What a 503 tells clients to wait: about one connect timeout, after which a shard or the
+/// control database that came back is being used again.
+const RETRY_AFTER_SECONDS: u32 = 2;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {
@@ -88,29 +93,37 @@ impl ApiError {
                 ("unsupported_media_type", self.to_string(), json!({}))
             }
             ApiError::CrossSite => ("cross_site_request", self.to_string(), json!({})),
-            ApiError::Shard(e) => match (e, e.shard()) {
-                (ShardError::ReplicaUnavailable { shard }, _) => (
+            ApiError::Shard(e) => match e {
+                ShardError::ReplicaUnavailable { shard } => (
                     "replica_unavailable",
                     format!("the read replica of shard {shard} is not ready; try again later"),
                     json!({ "shard": shard }),
                 ),
-                (ShardError::UnknownShard(name), _) => (
+                ShardError::UnknownShard(name) => (
                     "unknown_shard",
                     format!("no shard is named {name:?}"),
                     json!({}),
                 ),
-                (ShardError::Query { .. }, _) => {
-                    ("internal", "internal error".to_owned(), json!({}))
-                }
-                (_, Some(shard)) => (
+                ShardError::Query { .. } => ("internal", "internal error".to_owned(), json!({})),
+                ShardError::Route(RouteError::DirectoryUnavailable { .. }) => (
+                    "directory_unavailable",
+                    "the tenant directory on the control database is unreachable and this \
+                     tenant's placement is not cached; try again later"
+                        .to_owned(),
+                    json!({ "database": "control" }),
+                ),
+                ShardError::Route(RouteError::UnknownShard { shard }) => (
+                    "directory_unknown_shard",
+                    format!(
+                        "the tenant directory places this tenant on shard {shard:?}, which is \
+                         not configured; an operator must fix the directory row"
+                    ),
+                    json!({ "shard": shard }),
+                ),
+                ShardError::Unavailable { shard, .. } | ShardError::Timeout { shard, .. } => (
                     "shard_unavailable",
                     format!("shard {shard} is unavailable; try again later"),
                     json!({ "shard": shard }),
-                ),
-                (_, None) => (
-                    "routing_unavailable",
-                    "routing is unavailable; try again later".to_owned(),
-                    json!({}),
                 ),
             },
             ApiError::Internal(_) => ("internal", "internal error".to_owned(), json!({})),
@@ -120,6 +133,11 @@ impl ApiError {
             obj.extend(more);
         }
         json!({ "error": error })
+    }
+
+    /// Seconds a client should wait before retrying, for answers that say "not now".
+    pub fn retry_after(&self) -> Option<u32> {
+        (self.status() == StatusCode::SERVICE_UNAVAILABLE).then_some(RETRY_AFTER_SECONDS)
     }
 
     /// Logs what the client will not see.
@@ -159,7 +177,13 @@ impl ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         self.log();
-        (self.status(), Json(self.body())).into_response()
+        let mut response = (self.status(), Json(self.body())).into_response();
+        if let Some(seconds) = self.retry_after() {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+        }
+        response
     }
 }
 

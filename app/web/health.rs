@@ -91,5 +91,25 @@ pub async fn readiness(state: &AppState) -> Value {
             json!({ "status": status(up), "details": details }),
         );
     }
+    if let Some(directory) = &state.directory {
+        // Not a readiness failure: while the listener is away, cached routes serve and
+        // misses still reach the control database (whose own component says if it cannot).
+        let stats = directory.stats();
+        components.insert(
+            "directory".to_owned(),
+            json!({
+                "status": "UP",
+                "details": {
+                    "listener": if stats.listener_connected {
+                        "connected"
+                    } else {
+                        "disconnected: cached routes serve until their TTL, then ask the control database"
+                    },
+                    "cache_entries": stats.entries,
+                    "cache_ttl_ms": directory.ttl().as_millis() as u64,
+                },
+            }),
+        );
+    }
     json!({ "status": status(all_up), "components": components })
 }

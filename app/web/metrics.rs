@@ -1,5 +1,6 @@
 //! Request metrics and their two views: `/metrics` (Prometheus text) and
-//! `/actuator/metrics` (JSON, with a `database_shards` block of pool stats and slot counts).
+//! `/actuator/metrics` (JSON, with a `database_shards` block of pool stats and slot counts,
+//! and the directory cache's counters when directory routing is on).
 
 use std::sync::OnceLock;
 use std::time::Instant;
@@ -102,8 +103,25 @@ fn record_pool_gauges(state: &AppState) {
     }
 }
 
+/// The directory router's counters are kept in the router (cheap atomics on the request
+/// path) and copied into the registry when scraped.
+fn record_directory(state: &AppState) {
+    let Some(directory) = &state.directory else {
+        return;
+    };
+    let s = directory.stats();
+    metrics::counter!("directory_cache_hits_total").absolute(s.hits);
+    metrics::counter!("directory_cache_misses_total").absolute(s.misses);
+    metrics::counter!("directory_cache_stale_hits_total").absolute(s.stale_hits);
+    metrics::counter!("directory_cache_evictions_total").absolute(s.evictions);
+    metrics::counter!("directory_cache_flushes_total").absolute(s.flushes);
+    metrics::gauge!("directory_cache_entries").set(s.entries as f64);
+    metrics::gauge!("directory_listener_connected").set(f64::from(u8::from(s.listener_connected)));
+}
+
 pub async fn prometheus(State(state): State<AppState>) -> impl IntoResponse {
     record_pool_gauges(&state);
+    record_directory(&state);
     (
         [("content-type", "text/plain; version=0.0.4; charset=utf-8")],
         state.metrics.render(),
@@ -127,6 +145,7 @@ pub async fn actuator(State(state): State<AppState>) -> Json<Value> {
         "instance": state.instance_name,
         "database_control": pool_json(&state.control),
         "database_shards": shards,
+        "directory": state.directory.as_ref().map(|d| d.stats()),
         "total_max_connections": state.shards.set().total_max_connections(),
     }))
 }

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::configuration::Settings;
+use crate::sharding::DirectoryRouter;
 use crate::sharding::access::Shards;
 use crate::sharding::shard_set::PgPool;
 
@@ -16,6 +17,9 @@ pub struct Inner {
     pub shards: Shards,
     /// The control database (framework state; never sharded).
     pub control: PgPool,
+    /// The directory router, when `[sharding] directory_router` is on (also installed in
+    /// `shards`); kept here for its metrics and health.
+    pub directory: Option<Arc<DirectoryRouter>>,
     /// `X-Served-By` value.
     pub instance_name: String,
     /// Bound on one shard's part of a fan-out and of one readiness probe.

@@ -10,7 +10,9 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{LazyLock, Mutex};
+
 use std::time::Duration;
+use tokio::sync::OnceCell;
 
 use bookmarks_sharded::configuration::Settings;
 use bookmarks_sharded::migrate::{self, Selection};
@@ -197,6 +199,80 @@ pub async fn create_database(port: u16, db: &str) {
     sql(port, "postgres", &format!("CREATE DATABASE \"{db}\"")).await;
 }
 
+/// Ports of the servers shared by one test binary: control, shard0 with a streaming
+/// replica, shard1 (containers live until the process exits).
+pub struct Cluster {
+    pub control: u16,
+    pub shard0: u16,
+    pub replica0: u16,
+    pub shard1: u16,
+}
+
+/// The shared servers outlive every test's runtime, so they are started on their own.
+static RUNTIME: LazyLock<tokio::runtime::Runtime> = LazyLock::new(|| {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap()
+});
+static CLUSTER: OnceCell<Cluster> = OnceCell::const_new();
+
+pub async fn cluster() -> &'static Cluster {
+    CLUSTER
+        .get_or_init(|| async {
+            RUNTIME
+                .spawn(async {
+                    let network = unique("bookmarks-test-net");
+                    remove_network_at_exit(&network);
+                    let (control, shard0, shard1) = tokio::join!(
+                        start_server(&network),
+                        start_server(&network),
+                        start_server(&network)
+                    );
+                    let replica = start_replica(&shard0, &network).await;
+                    let c = Cluster {
+                        control: control.port,
+                        shard0: shard0.port,
+                        replica0: replica.port,
+                        shard1: shard1.port,
+                    };
+                    keep_until_exit(replica.container);
+                    for s in [control, shard0, shard1] {
+                        keep_until_exit(s.container);
+                    }
+                    c
+                })
+                .await
+                .unwrap()
+        })
+        .await
+}
+
+/// Fresh databases for one test on the shared servers.
+pub async fn layout(extra: &str) -> Layout {
+    let c = cluster().await;
+    let db = unique("t").replace('-', "_");
+    let control = format!("{db}_control");
+    let shard = format!("{db}_shard");
+    create_database(c.control, &control).await;
+    create_database(c.shard0, &shard).await;
+    create_database(c.shard1, &shard).await;
+    Layout {
+        control: (c.control, control),
+        shards: vec![
+            (
+                "shard0".to_owned(),
+                c.shard0,
+                shard.clone(),
+                Some(c.replica0),
+            ),
+            ("shard1".to_owned(), c.shard1, shard, None),
+        ],
+        extra: extra.to_owned(),
+    }
+}
+
 /// Where each database of a test topology lives.
 #[derive(Clone, Debug)]
 pub struct Layout {
@@ -290,6 +366,22 @@ impl TestApp {
             .unwrap()
     }
 
+    /// GETs a tenant-free `path` and parses the JSON answer, whatever its status.
+    pub async fn json(&self, path: &str) -> serde_json::Value {
+        self.get(path).send().await.unwrap().json().await.unwrap()
+    }
+
+    /// The Prometheus text of `/metrics`.
+    pub async fn metrics_text(&self) -> String {
+        self.get("/metrics")
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap()
+    }
+
     /// GETs `path` as `tenant` and parses the JSON answer, whatever its status.
     pub async fn get_json(&self, path: &str, tenant: &str) -> serde_json::Value {
         self.get_as(path, tenant).await.json().await.unwrap()
@@ -347,4 +439,55 @@ where
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+}
+
+/// The shard a tenant's request was served from (`X-Shard`), or its status and error code
+/// when it failed.
+pub async fn served_shard(app: &TestApp, tenant: &str) -> Result<String, (u16, String)> {
+    let res = app.get_as("/api/bookmarks", tenant).await;
+    if res.status() == 200 {
+        return Ok(res.headers()["x-shard"].to_str().unwrap().to_owned());
+    }
+    let status = res.status().as_u16();
+    let body: serde_json::Value = res.json().await.unwrap_or_default();
+    Err((
+        status,
+        body["error"]["code"].as_str().unwrap_or("").to_owned(),
+    ))
+}
+
+/// Where the hash (no pins, no directory) puts `tenant` in `settings`' topology.
+pub fn hash_shard(settings: &Settings, tenant: &str) -> String {
+    use bookmarks_sharded::sharding::ShardKey;
+    let t = &settings.topology;
+    t.shards[t.owner_of(ShardKey::Str(tenant).slot().index())]
+        .name
+        .to_string()
+}
+
+/// The other shard of a two-shard layout.
+pub fn other_shard(shard: &str) -> &'static str {
+    if shard == "shard0" {
+        "shard1"
+    } else {
+        "shard0"
+    }
+}
+
+/// Runs the `bookmarks` binary with `layout`'s topology as its config file.
+pub fn bookmarks_cli(layout: &Layout, args: &[&str]) -> std::process::Output {
+    let config = std::env::temp_dir().join(format!("{}.toml", unique("cli")));
+    std::fs::write(&config, layout.toml()).unwrap();
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_bookmarks"));
+    for (name, _) in std::env::vars().filter(|(k, _)| k.starts_with("AUTUMN_")) {
+        cmd.env_remove(name);
+    }
+    let out = cmd
+        .arg("--config")
+        .arg(&config)
+        .args(args)
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_file(&config);
+    out
 }

@@ -1,0 +1,256 @@
+//! The directory router: per-tenant placement that operators and tools change at runtime.
+//!
+//! A row in the control database's `_autumn_shard_directory` table places a tenant on a
+//! shard; tenants without a row fall through to the config pins and then the hash
+//! (directory → pin → hash). Lookups, rows and their absence alike, are cached per process
+//! for a TTL; a background [`listener`] evicts a key the moment its row changes (Postgres
+//! delivers the trigger's NOTIFY at commit), and flushes everything when it reconnects,
+//! because notifications sent while it was away are lost.
+//!
+//! When the control database cannot be reached, cached entries keep serving past their TTL
+//! (the directory cannot change while nobody can reach it), and a tenant with nothing cached
+//! is refused rather than hashed: its directory state is unknown, and hashing could send a
+//! pinned tenant to a shard that does not hold its data.
+
+pub mod cache;
+pub mod listener;
+pub mod placement;
+pub mod table;
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+use quanta::Instant;
+
+use futures::future::BoxFuture;
+
+use super::router::{PinRouter, Route, RouteError, RouteVia, ShardRouter};
+use super::shard_set::{PgPool, ShardSet};
+use super::slot::ShardKey;
+use cache::{Cached, DirectoryCache, Placement};
+
+/// Cumulative counters, for `/metrics` and `/actuator/metrics`.
+#[derive(Debug, Clone, Copy, Default, serde::Serialize)]
+pub struct DirectoryStats {
+    /// Routed from a fresh cache entry.
+    pub hits: u64,
+    /// Had to ask the directory (nothing cached, or the entry had expired).
+    pub misses: u64,
+    /// Served an expired entry because the directory could not be asked.
+    pub stale_hits: u64,
+    /// Entries dropped because their row changed.
+    pub evictions: u64,
+    /// Whole-cache flushes (the listener reconnected).
+    pub flushes: u64,
+    pub entries: usize,
+    pub listener_connected: bool,
+}
+
+#[derive(Default)]
+struct Counters {
+    hits: AtomicU64,
+    misses: AtomicU64,
+    stale_hits: AtomicU64,
+    evictions: AtomicU64,
+    flushes: AtomicU64,
+}
+
+/// Routes by the directory, then config pins, then the hash. Share one instance (in an
+/// `Arc`) between the request path and its [`listener`], so both see the same cache.
+pub struct DirectoryRouter {
+    control: PgPool,
+    pins: PinRouter,
+    cache: DirectoryCache,
+    lookup_timeout: Duration,
+    counters: Counters,
+    listener_connected: AtomicBool,
+    /// Whether the last directory lookup failed, so failures are logged once, not per request.
+    lookups_failing: AtomicBool,
+}
+
+impl DirectoryRouter {
+    /// A router over `shards`' topology (pins and cache TTL) reading the directory through
+    /// `control`.
+    pub fn new(control: PgPool, shards: &ShardSet) -> Self {
+        let topology = shards.topology();
+        Self {
+            control,
+            pins: PinRouter::from_shard_set(shards),
+            cache: DirectoryCache::new(topology.directory_cache_ttl),
+            lookup_timeout: topology.acquire_timeout,
+            counters: Counters::default(),
+            listener_connected: AtomicBool::new(false),
+            lookups_failing: AtomicBool::new(false),
+        }
+    }
+
+    pub fn ttl(&self) -> Duration {
+        self.cache.ttl()
+    }
+
+    /// Routes `key` asking the directory directly, bypassing (and not filling) the cache:
+    /// for tools that must see the directory as it is now.
+    pub async fn route_uncached(
+        &self,
+        key: ShardKey<'_>,
+        shards: &ShardSet,
+    ) -> Result<Route, RouteError> {
+        match key.as_text() {
+            None => Ok(self.pins.decide(key, shards)),
+            Some(text) => self
+                .placement(key, self.fetch(text).await?, shards)
+                .to_result(),
+        }
+    }
+
+    /// The route config pins and the hash give `key`, ignoring the directory.
+    pub fn route_without_directory(&self, key: ShardKey<'_>, shards: &ShardSet) -> Route {
+        self.pins.decide(key, shards)
+    }
+
+    /// Records a directory answer obtained elsewhere (a bulk read of the table, a
+    /// benchmark) as if it had just been looked up.
+    pub fn remember(&self, key: &str, shard_name: Option<&str>, shards: &ShardSet) {
+        let placement = self.placement(ShardKey::Str(key), shard_name.map(str::to_owned), shards);
+        self.cache
+            .insert(key, placement, Instant::now(), self.cache.epoch());
+    }
+
+    /// Forgets `key` (its row changed).
+    pub fn evict(&self, key: &str) {
+        if self.cache.evict(key) {
+            self.counters.evictions.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Forgets every key (changes may have been missed).
+    pub fn flush(&self) {
+        let n = self.cache.flush();
+        self.counters.flushes.fetch_add(1, Ordering::Relaxed);
+        tracing::debug!(entries = n, "directory cache flushed");
+    }
+
+    pub fn set_listener_connected(&self, connected: bool) {
+        self.listener_connected.store(connected, Ordering::Release);
+    }
+
+    pub fn listener_connected(&self) -> bool {
+        self.listener_connected.load(Ordering::Acquire)
+    }
+
+    pub fn stats(&self) -> DirectoryStats {
+        let c = &self.counters;
+        DirectoryStats {
+            hits: c.hits.load(Ordering::Relaxed),
+            misses: c.misses.load(Ordering::Relaxed),
+            stale_hits: c.stale_hits.load(Ordering::Relaxed),
+            evictions: c.evictions.load(Ordering::Relaxed),
+            flushes: c.flushes.load(Ordering::Relaxed),
+            entries: self.cache.len(),
+            listener_connected: self.listener_connected(),
+        }
+    }
+
+    /// What a directory answer means for `key` here.
+    fn placement(&self, key: ShardKey<'_>, row: Option<String>, shards: &ShardSet) -> Placement {
+        let Some(name) = row else {
+            return Placement::Routed(self.pins.decide(key, shards));
+        };
+        match shards.by_name(&name) {
+            Some(shard) => Placement::Routed(Route {
+                slot: key.slot(),
+                shard: shard.id(),
+                via: RouteVia::Directory,
+            }),
+            None => {
+                tracing::error!(
+                    tenant = key.as_text().unwrap_or_default(),
+                    shard = %name,
+                    "the directory places this tenant on a shard that is not configured; its \
+                     requests fail until the row or the topology is fixed"
+                );
+                Placement::UnknownShard(name.into())
+            }
+        }
+    }
+
+    /// Asks the control database for `key`'s row, within the lookup timeout.
+    async fn fetch(&self, key: &str) -> Result<Option<String>, RouteError> {
+        let lookup = async {
+            let mut conn = self.control.get().await.map_err(|e| e.to_string())?;
+            table::shard_of(&mut conn, key)
+                .await
+                .map_err(|e| e.to_string())
+        };
+        let outcome = tokio::time::timeout(self.lookup_timeout, lookup)
+            .await
+            .unwrap_or_else(|_| Err(format!("no answer within {:?}", self.lookup_timeout)));
+        match outcome {
+            Ok(row) => {
+                if self.lookups_failing.swap(false, Ordering::AcqRel) {
+                    tracing::info!("directory lookups work again");
+                }
+                Ok(row)
+            }
+            Err(cause) => {
+                if !self.lookups_failing.swap(true, Ordering::AcqRel) {
+                    tracing::warn!(
+                        %cause,
+                        "directory lookups failing: cached routes keep serving past their TTL, \
+                         tenants with nothing cached get 503"
+                    );
+                }
+                Err(RouteError::DirectoryUnavailable { cause })
+            }
+        }
+    }
+
+    async fn route_missed(
+        &self,
+        key: &str,
+        stale: Option<Placement>,
+        shards: &ShardSet,
+    ) -> Result<Route, RouteError> {
+        self.counters.misses.fetch_add(1, Ordering::Relaxed);
+        let epoch = self.cache.epoch();
+        let fetched = Instant::now();
+        match self.fetch(key).await {
+            Ok(row) => {
+                let placement = self.placement(ShardKey::Str(key), row, shards);
+                let result = placement.to_result();
+                self.cache.insert(key, placement, fetched, epoch);
+                result
+            }
+            Err(unavailable) => match stale {
+                Some(placement) => {
+                    self.counters.stale_hits.fetch_add(1, Ordering::Relaxed);
+                    placement.to_result()
+                }
+                None => Err(unavailable),
+            },
+        }
+    }
+}
+
+impl ShardRouter for DirectoryRouter {
+    fn route<'a>(
+        &'a self,
+        key: ShardKey<'a>,
+        shards: &'a ShardSet,
+    ) -> BoxFuture<'a, Result<Route, RouteError>> {
+        // Directory rows are text; integer keys are routed by pin and hash alone.
+        let Some(text) = key.as_text() else {
+            return Box::pin(std::future::ready(Ok(self.pins.decide(key, shards))));
+        };
+        match self.cache.get(text, Instant::now()) {
+            Cached::Fresh(placement) => {
+                self.counters.hits.fetch_add(1, Ordering::Relaxed);
+                Box::pin(std::future::ready(placement.to_result()))
+            }
+            Cached::Expired(placement) => {
+                Box::pin(self.route_missed(text, Some(placement), shards))
+            }
+            Cached::Absent => Box::pin(self.route_missed(text, None, shards)),
+        }
+    }
+}

@@ -1,0 +1,268 @@
+//! Pinning and unpinning tenants in the directory, under the rule that keeps data reachable:
+//! placing a tenant does not move its rows, so a change that would route a tenant away from
+//! the only shard holding its rows is refused unless forced (`move_slot` moves rows).
+//! The CLI and the admin page both place tenants through here.
+
+use std::time::Duration;
+
+use diesel_async::AsyncPgConnection;
+
+use super::table;
+use crate::sharding::router::{PinRouter, RouteVia};
+use crate::sharding::shard_set::{PgConn, PgPool, ShardSet};
+use crate::sharding::slot::ShardKey;
+use crate::sharding::tenant_rows::{self, TenantTable};
+
+/// Where a tenant routes, by name, and which rule said so.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Placement {
+    pub shard: String,
+    pub via: &'static str,
+}
+
+/// What a pin or unpin did.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Change {
+    pub tenant: String,
+    pub before: Placement,
+    pub after: Placement,
+    /// The tenant's rows on the shard it routed to before, and on the one it routes to now
+    /// (counted only when the two differ and the check was not skipped).
+    pub rows_before: Option<i64>,
+    pub rows_after: Option<i64>,
+    /// False when there was nothing to do (unpinning a tenant without a row).
+    pub changed: bool,
+}
+
+impl Change {
+    fn new(
+        tenant: &str,
+        before: Placement,
+        after: Placement,
+        (rows_before, rows_after): (Option<i64>, Option<i64>),
+        changed: bool,
+    ) -> Self {
+        Self {
+            tenant: tenant.to_owned(),
+            before,
+            after,
+            rows_before,
+            rows_after,
+            changed,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum PlacementError {
+    #[error(
+        "directory routing is off ([sharding] directory_router = false), so a directory row \
+         would not be consulted; turn it on first (or AUTUMN_SHARDING__DIRECTORY_ROUTER=true)"
+    )]
+    DirectoryOff,
+    #[error("no shard is named {name:?} (shards: {known})")]
+    UnknownShard { name: String, known: String },
+    #[error(
+        "refusing to {action} {tenant:?}: it has {rows} row(s) on {from}, where it routes now, \
+         and none on {to}. Pinning places a tenant, it does not move its data: the tenant would \
+         see an empty {to} and its rows would stay behind on {from}. Move it with \
+         `move_slot run --from {from} --to {to} --tenant {tenant}`, or pass --force if the rows \
+         are meant to stay behind"
+    )]
+    WouldStrand {
+        action: &'static str,
+        tenant: String,
+        from: String,
+        to: String,
+        rows: i64,
+    },
+    #[error("cannot use the tenant directory on the control database: {0}")]
+    Control(String),
+    #[error(
+        "cannot count {tenant:?}'s rows on shard {shard}: {cause} (--force pins without checking)"
+    )]
+    Shard {
+        tenant: String,
+        shard: String,
+        cause: String,
+    },
+}
+
+impl PlacementError {
+    /// A refusal (bad input, or a change that would strand data), as opposed to a failure
+    /// to reach a database.
+    pub fn is_refusal(&self) -> bool {
+        matches!(
+            self,
+            PlacementError::DirectoryOff
+                | PlacementError::UnknownShard { .. }
+                | PlacementError::WouldStrand { .. }
+        )
+    }
+}
+
+/// Places tenants through the directory table of one deployment.
+pub struct Placer<'a> {
+    pub shards: &'a ShardSet,
+    pub control: &'a PgPool,
+    /// The application's tenant-scoped tables, to find a tenant's rows.
+    pub tables: &'a [TenantTable],
+}
+
+impl Placer<'_> {
+    /// Pins `tenant` to `shard` (a directory row), refusing to strand its rows unless `force`.
+    pub async fn pin(
+        &self,
+        tenant: &str,
+        shard: &str,
+        note: Option<&str>,
+        force: bool,
+    ) -> Result<Change, PlacementError> {
+        self.require_directory()?;
+        let target = self
+            .shards
+            .by_name(shard)
+            .ok_or_else(|| PlacementError::UnknownShard {
+                name: shard.to_owned(),
+                known: self.known_names(),
+            })?;
+        let mut control = self.control_conn().await?;
+        let before = self.current(&mut control, tenant).await?;
+        let after = Placement {
+            shard: target.name().to_owned(),
+            via: RouteVia::Directory.as_str(),
+        };
+        let rows = self
+            .check_rows("pin", tenant, &before, &after, force)
+            .await?;
+        table::upsert(&mut control, tenant, target.name(), note)
+            .await
+            .map_err(|e| PlacementError::Control(e.to_string()))?;
+        Ok(Change::new(tenant, before, after, rows, true))
+    }
+
+    /// Removes `tenant`'s directory row, refusing to strand its rows unless `force`.
+    pub async fn unpin(&self, tenant: &str, force: bool) -> Result<Change, PlacementError> {
+        self.require_directory()?;
+        let mut control = self.control_conn().await?;
+        let before = self.current(&mut control, tenant).await?;
+        let after = self.without_directory(tenant);
+        if before.via != RouteVia::Directory.as_str() {
+            return Ok(Change::new(tenant, before, after, (None, None), false));
+        }
+        let rows = self
+            .check_rows("unpin", tenant, &before, &after, force)
+            .await?;
+        table::remove(&mut control, tenant)
+            .await
+            .map_err(|e| PlacementError::Control(e.to_string()))?;
+        Ok(Change::new(tenant, before, after, rows, true))
+    }
+
+    /// Where `tenant` routes now: its directory row (read afresh), else pin, else hash.
+    pub async fn current(
+        &self,
+        control: &mut AsyncPgConnection,
+        tenant: &str,
+    ) -> Result<Placement, PlacementError> {
+        let row = table::shard_of(control, tenant)
+            .await
+            .map_err(|e| PlacementError::Control(e.to_string()))?;
+        Ok(match row {
+            Some(shard) => Placement {
+                shard,
+                via: RouteVia::Directory.as_str(),
+            },
+            None => self.without_directory(tenant),
+        })
+    }
+
+    fn without_directory(&self, tenant: &str) -> Placement {
+        let route =
+            PinRouter::from_shard_set(self.shards).decide(ShardKey::Str(tenant), self.shards);
+        Placement {
+            shard: self.shards.get(route.shard).name().to_owned(),
+            via: route.via.as_str(),
+        }
+    }
+
+    /// Counts the tenant's rows where it routes before and after; refuses when the change
+    /// would leave every row behind. A shard the directory names but the topology lacks
+    /// holds nothing we can count, so leaving it is always allowed.
+    async fn check_rows(
+        &self,
+        action: &'static str,
+        tenant: &str,
+        before: &Placement,
+        after: &Placement,
+        force: bool,
+    ) -> Result<(Option<i64>, Option<i64>), PlacementError> {
+        if force || before.shard == after.shard || self.shards.by_name(&before.shard).is_none() {
+            return Ok((None, None));
+        }
+        let rows_before = self.rows_on(tenant, &before.shard).await?;
+        let rows_after = self.rows_on(tenant, &after.shard).await?;
+        if rows_before > 0 && rows_after == 0 {
+            return Err(PlacementError::WouldStrand {
+                action,
+                tenant: tenant.to_owned(),
+                from: before.shard.clone(),
+                to: after.shard.clone(),
+                rows: rows_before,
+            });
+        }
+        Ok((Some(rows_before), Some(rows_after)))
+    }
+
+    async fn rows_on(&self, tenant: &str, shard_name: &str) -> Result<i64, PlacementError> {
+        let fail = |cause: String| PlacementError::Shard {
+            tenant: tenant.to_owned(),
+            shard: shard_name.to_owned(),
+            cause,
+        };
+        let shard = self
+            .shards
+            .by_name(shard_name)
+            .ok_or_else(|| fail("not configured".to_owned()))?;
+        let count = async {
+            let mut conn = shard
+                .primary_pool()
+                .get()
+                .await
+                .map_err(|e| e.to_string())?;
+            tenant_rows::count(&mut conn, self.tables, tenant)
+                .await
+                .map_err(|e| e.to_string())
+        };
+        self.bounded(count).await.map_err(fail)
+    }
+
+    async fn control_conn(&self) -> Result<PgConn, PlacementError> {
+        self.bounded(async { self.control.get().await.map_err(|e| e.to_string()) })
+            .await
+            .map_err(PlacementError::Control)
+    }
+
+    async fn bounded<T>(&self, work: impl Future<Output = Result<T, String>>) -> Result<T, String> {
+        let limit: Duration = self.shards.topology().acquire_timeout;
+        tokio::time::timeout(limit, work)
+            .await
+            .unwrap_or_else(|_| Err(format!("no answer within {limit:?}")))
+    }
+
+    fn require_directory(&self) -> Result<(), PlacementError> {
+        if self.shards.topology().directory_router {
+            Ok(())
+        } else {
+            Err(PlacementError::DirectoryOff)
+        }
+    }
+
+    fn known_names(&self) -> String {
+        self.shards
+            .iter()
+            .map(|s| s.name().to_owned())
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}

@@ -1,0 +1,2 @@
+DROP TABLE _autumn_shard_directory;
+DROP FUNCTION _autumn_shard_directory_notify();
