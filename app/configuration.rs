@@ -19,6 +19,14 @@ const ENV_PREFIX: &str = "AUTUMN_";
 pub const DEFAULT_CONFIG_PATH: &str = "autumn.toml";
 pub const DEFAULT_TENANT_HEADER: &str = "X-Tenant-Id";
 
+/// `--config PATH` (else `AUTUMN_CONFIG`, else `./autumn.toml`), shared by every binary.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ConfigPath {
+    /// The topology file.
+    #[arg(long = "config", global = true, env = "AUTUMN_CONFIG", default_value = DEFAULT_CONFIG_PATH)]
+    pub path: std::path::PathBuf,
+}
+
 /// Everything the application is configured with.
 #[derive(Debug, Clone)]
 pub struct Settings {

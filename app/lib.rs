@@ -9,6 +9,7 @@
 //!   health, metrics, middleware.
 //! - [`bookmarks`]: the feature itself (API, HTML UI, stats); never computes a slot.
 //! - [`migrate`]: embedded migrations for the control database and the shards.
+//! - [`moves`]: online tenant moves between shards (the `move_slot` tool).
 //! - [`startup`]: builds the application (server, CLI and tests share it).
 //! - [`cli`]: the `bookmarks` command line (the binary in `bin/` only calls into it).
 
@@ -16,6 +17,7 @@ pub mod bookmarks;
 pub mod cli;
 pub mod configuration;
 pub mod migrate;
+pub mod moves;
 pub mod sharding;
 pub mod startup;
 pub mod telemetry;

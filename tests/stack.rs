@@ -204,6 +204,20 @@ async fn the_compose_stack_serves_through_nginx_survives_outages_and_tears_down_
     }
     assert!(stack.wait_ready(Duration::from_secs(30)).await);
 
+    // The walkthrough moved initech from shard1 to shard0 with move_slot, in its own
+    // container on the stack's network.
+    let q = "select count(*) from bookmarks where tenant_id = 'initech'";
+    assert_eq!(
+        stack.psql("postgres-shard-0", q),
+        "3",
+        "initech's rows moved"
+    );
+    assert_eq!(
+        stack.psql("postgres-shard-1", q),
+        "0",
+        "nothing left behind"
+    );
+
     // The directory: a pin made through one replica's CLI reroutes both replicas at once,
     // and the tenant's first write lands on the pinned shard.
     let placed = "e2e-pinned"; // hashes to shard1

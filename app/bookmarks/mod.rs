@@ -16,4 +16,5 @@ use crate::sharding::tenant_rows::TenantTable;
 pub const TENANT_TABLES: &[TenantTable] = &[TenantTable {
     name: "bookmarks",
     tenant_column: "tenant_id",
+    key_column: "id",
 }];

@@ -9,12 +9,11 @@ mod placement;
 mod route;
 mod serve;
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-use crate::configuration::{ConfigError, DEFAULT_CONFIG_PATH, Settings};
+use crate::configuration::{ConfigError, ConfigPath, Settings};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -23,9 +22,8 @@ use crate::configuration::{ConfigError, DEFAULT_CONFIG_PATH, Settings};
     about = "A sharded multi-tenant bookmarks service"
 )]
 pub struct Cli {
-    /// The topology file.
-    #[arg(long, global = true, env = "AUTUMN_CONFIG", default_value = DEFAULT_CONFIG_PATH)]
-    pub config: PathBuf,
+    #[command(flatten)]
+    pub config: ConfigPath,
 
     #[command(subcommand)]
     pub command: Command,
@@ -57,22 +55,22 @@ pub const EXIT_CONFIG: u8 = 2;
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
-        Command::Route(args) => with_settings(&cli.config, |s| {
+        Command::Route(args) => with_settings(&cli.config.path, |s| {
             // Quiet: route's own messages say what went wrong.
             block_on(false, route::run(s, &args))
         }),
-        Command::Pins => with_settings(&cli.config, |s| block_on(false, placement::pins(s))),
-        Command::Pin(args) => {
-            with_settings(&cli.config, |s| block_on(false, placement::pin(s, args)))
-        }
-        Command::Unpin(args) => {
-            with_settings(&cli.config, |s| block_on(false, placement::unpin(s, args)))
-        }
-        Command::CheckConfig => with_settings(&cli.config, check_config::run),
-        Command::Serve(args) => {
-            with_settings(&cli.config, |s| block_on(true, serve::run(s.clone(), args)))
-        }
-        Command::Migrate(args) => with_settings(&cli.config, |s| {
+        Command::Pins => with_settings(&cli.config.path, |s| block_on(false, placement::pins(s))),
+        Command::Pin(args) => with_settings(&cli.config.path, |s| {
+            block_on(false, placement::pin(s, args))
+        }),
+        Command::Unpin(args) => with_settings(&cli.config.path, |s| {
+            block_on(false, placement::unpin(s, args))
+        }),
+        Command::CheckConfig => with_settings(&cli.config.path, check_config::run),
+        Command::Serve(args) => with_settings(&cli.config.path, |s| {
+            block_on(true, serve::run(s.clone(), args))
+        }),
+        Command::Migrate(args) => with_settings(&cli.config.path, |s| {
             block_on(true, migrate::run(s.clone(), args))
         }),
     }

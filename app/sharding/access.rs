@@ -41,7 +41,18 @@ pub enum ShardError {
     UnknownShard(String),
     #[error(transparent)]
     Route(#[from] RouteError),
+    /// The shard's tenant guard refused a write: the tenant is in the final phase of a move.
+    #[error("shard {shard} refused the write: the tenant is being moved")]
+    TenantMoving { shard: String },
+    /// The shard's tenant guard refused a write: the tenant now lives on `to`.
+    #[error("shard {shard} refused the write: the tenant has moved to shard {to}")]
+    TenantMoved { shard: String, to: String },
 }
+
+/// The `HINT` prefixes of the errors raised by the shards' tenant guard (see the shard
+/// migration that creates `_autumn_guard_tenant_write`).
+const HINT_MOVING: &str = "autumn:tenant-moving";
+const HINT_DEPARTED: &str = "autumn:tenant-departed:";
 
 impl ShardError {
     /// The shard involved, when one is known.
@@ -50,14 +61,32 @@ impl ShardError {
             ShardError::Unavailable { shard, .. }
             | ShardError::ReplicaUnavailable { shard }
             | ShardError::Timeout { shard, .. }
-            | ShardError::Query { shard, .. } => Some(shard),
+            | ShardError::Query { shard, .. }
+            | ShardError::TenantMoving { shard }
+            | ShardError::TenantMoved { shard, .. } => Some(shard),
             ShardError::UnknownShard(_) | ShardError::Route(_) => None,
         }
     }
 
-    /// Classifies a query error: a lost connection means the shard went away mid-request.
+    /// Classifies a query error: a lost connection means the shard went away mid-request;
+    /// the tenant guard's refusals say the tenant is moving or has moved.
     pub fn from_query(shard: &str, source: diesel::result::Error) -> Self {
         use diesel::result::{DatabaseErrorKind, Error};
+        if let Error::DatabaseError(_, info) = &source
+            && let Some(hint) = info.hint()
+        {
+            if hint == HINT_MOVING {
+                return ShardError::TenantMoving {
+                    shard: shard.to_owned(),
+                };
+            }
+            if let Some(to) = hint.strip_prefix(HINT_DEPARTED) {
+                return ShardError::TenantMoved {
+                    shard: shard.to_owned(),
+                    to: to.to_owned(),
+                };
+            }
+        }
         match source {
             Error::DatabaseError(
                 DatabaseErrorKind::ClosedConnection | DatabaseErrorKind::UnableToSendCommand,
@@ -116,6 +145,11 @@ impl Shards {
     /// Shared handles, for background tasks that outlive a request.
     pub fn shared(&self) -> (Arc<ShardSet>, Arc<ReplicaStates>) {
         (Arc::clone(&self.set), Arc::clone(&self.replicas))
+    }
+
+    /// Forgets what the router remembers about `key` (a shard said the tenant moved).
+    pub fn forget(&self, key: &str) {
+        self.router.forget(key);
     }
 
     /// Which shard serves `key`, by the installed router.

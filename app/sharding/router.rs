@@ -58,6 +58,10 @@ pub trait ShardRouter: Send + Sync {
         key: ShardKey<'a>,
         shards: &'a ShardSet,
     ) -> BoxFuture<'a, Result<Route, RouteError>>;
+
+    /// Drops anything remembered about `key` (a shard said the tenant has moved), so its
+    /// next request is routed afresh. Routers that remember nothing ignore it.
+    fn forget(&self, _key: &str) {}
 }
 
 impl<T: ShardRouter + ?Sized> ShardRouter for Arc<T> {
@@ -67,6 +71,10 @@ impl<T: ShardRouter + ?Sized> ShardRouter for Arc<T> {
         shards: &'a ShardSet,
     ) -> BoxFuture<'a, Result<Route, RouteError>> {
         (**self).route(key, shards)
+    }
+
+    fn forget(&self, key: &str) {
+        (**self).forget(key)
     }
 }
 

@@ -6,11 +6,13 @@ use diesel::QueryableByName;
 use diesel::sql_types::{BigInt, Text};
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
 
-/// A tenant-scoped table on every shard: its name and the column holding the tenant key.
+/// A tenant-scoped table on every shard: its name, the column holding the tenant key, and
+/// a column that identifies a row within its tenant (moved unchanged, never reused).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TenantTable {
     pub name: &'static str,
     pub tenant_column: &'static str,
+    pub key_column: &'static str,
 }
 
 #[derive(QueryableByName)]

@@ -57,7 +57,9 @@ impl ApiError {
                 ShardError::Unavailable { .. }
                 | ShardError::ReplicaUnavailable { .. }
                 | ShardError::Timeout { .. }
-                | ShardError::Route(_) => StatusCode::SERVICE_UNAVAILABLE,
+                | ShardError::Route(_)
+                | ShardError::TenantMoving { .. }
+                | ShardError::TenantMoved { .. } => StatusCode::SERVICE_UNAVAILABLE,
                 ShardError::UnknownShard(_) => StatusCode::NOT_FOUND,
                 ShardError::Query { .. } => StatusCode::INTERNAL_SERVER_ERROR,
             },
@@ -120,6 +122,21 @@ impl ApiError {
                     ),
                     json!({ "shard": shard }),
                 ),
+                ShardError::TenantMoving { .. } => (
+                    "tenant_moving",
+                    "this tenant is being moved to another shard and its writes are paused \
+                     for a moment; nothing was written, retry after Retry-After seconds"
+                        .to_owned(),
+                    json!({}),
+                ),
+                ShardError::TenantMoved { to, .. } => (
+                    "tenant_moved",
+                    format!(
+                        "this tenant has just moved to shard {to}; nothing was written, retry \
+                         after Retry-After seconds"
+                    ),
+                    json!({ "shard": to }),
+                ),
                 ShardError::Unavailable { shard, .. } | ShardError::Timeout { shard, .. } => (
                     "shard_unavailable",
                     format!("shard {shard} is unavailable; try again later"),
@@ -137,7 +154,14 @@ impl ApiError {
 
     /// Seconds a client should wait before retrying, for answers that say "not now".
     pub fn retry_after(&self) -> Option<u32> {
-        (self.status() == StatusCode::SERVICE_UNAVAILABLE).then_some(RETRY_AFTER_SECONDS)
+        match self {
+            // A move's fence lasts well under a second; a moved tenant's next request
+            // routes to its new shard.
+            ApiError::Shard(ShardError::TenantMoving { .. } | ShardError::TenantMoved { .. }) => {
+                Some(1)
+            }
+            _ => (self.status() == StatusCode::SERVICE_UNAVAILABLE).then_some(RETRY_AFTER_SECONDS),
+        }
     }
 
     /// Logs what the client will not see.
@@ -146,6 +170,11 @@ impl ApiError {
             ApiError::Internal(e) => tracing::error!(error = ?e, "internal error"),
             ApiError::Shard(e @ ShardError::Query { .. }) => {
                 tracing::error!(error = ?e, "query failed")
+            }
+            ApiError::Shard(
+                e @ (ShardError::TenantMoving { .. } | ShardError::TenantMoved { .. }),
+            ) => {
+                tracing::info!(error = %e, "write refused by a tenant move")
             }
             ApiError::Shard(e) => tracing::warn!(error = %e, "shard unavailable"),
             _ => {}

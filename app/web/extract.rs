@@ -54,6 +54,9 @@ impl FromRequestParts<AppState> for Tenant {
 /// (there are no cross-shard transactions).
 pub struct ShardedConnection<M> {
     inner: ShardConn,
+    /// To forget the tenant's route when its shard says it has moved.
+    shards: Shards,
+    tenant: TenantId,
     mode: PhantomData<M>,
 }
 
@@ -105,9 +108,15 @@ impl<M> ShardedConnection<M> {
             .await
     }
 
-    /// Maps a query error to the API, naming this shard if the connection was lost.
+    /// Maps a query error to the API, naming this shard if the connection was lost. When
+    /// the shard says the tenant has moved (this process routed by a stale cache entry),
+    /// the route is forgotten so that the client's retry goes to the new shard.
     pub fn fail(&self, e: diesel::result::Error) -> ApiError {
-        ApiError::Shard(ShardError::from_query(&self.inner.name, e))
+        let e = ShardError::from_query(&self.inner.name, e);
+        if let ShardError::TenantMoved { .. } = e {
+            self.shards.forget(self.tenant.as_str());
+        }
+        ApiError::Shard(e)
     }
 }
 
@@ -139,6 +148,8 @@ impl<M: ConnectionMode> FromRequestParts<AppState> for ShardedConnection<M> {
         };
         Ok(Self {
             inner,
+            shards: state.shards.clone(),
+            tenant,
             mode: PhantomData,
         })
     }

@@ -1,8 +1,9 @@
 # Offline mode's application image: the runtime half of ../../Dockerfile on the local Debian
-# stand-in, with the binary built on the host (`cargo build --release --bin bookmarks`)
-# instead of in the official Rust image, which cannot be pulled here.
+# stand-in, with both binaries (the server/CLI and move_slot) built on the host
+# (`cargo build --release --bins`) instead of in the official Rust image, which cannot be
+# pulled here.
 FROM bookmarks-offline/debian:bookworm-slim
-COPY target/release/bookmarks /usr/local/bin/bookmarks
+COPY target/release/bookmarks target/release/move_slot /usr/local/bin/
 COPY autumn.toml /app/autumn.toml
 WORKDIR /app
 ENV AUTUMN_CONFIG=/app/autumn.toml BIND=0.0.0.0:3000

@@ -253,4 +253,8 @@ impl ShardRouter for DirectoryRouter {
             Cached::Absent => Box::pin(self.route_missed(text, None, shards)),
         }
     }
+
+    fn forget(&self, key: &str) {
+        self.evict(key);
+    }
 }

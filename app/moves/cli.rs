@@ -1,0 +1,285 @@
+//! The `move_slot` command line. `bin/move_slot.rs` only calls [`main`].
+//!
+//! Exit codes: 0 success, 1 a step failed (the move's state says where it stopped),
+//! 2 bad arguments or a refused step (nothing was changed). Results are JSON lines on
+//! stdout; what each step did goes to stderr.
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+
+use super::MoveRecord;
+use super::plan::Selection;
+use super::runner::{MoveError, Mover};
+use crate::bookmarks::TENANT_TABLES;
+use crate::configuration::{ConfigPath, Settings};
+use crate::sharding::SLOT_COUNT;
+use crate::tenancy::TenantId;
+
+const EXIT_REFUSED: u8 = 2;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "move_slot",
+    version,
+    about = "Move tenants between shards while they stay online: copy, verify, re-pin, delete"
+)]
+pub struct Cli {
+    #[command(flatten)]
+    pub config: ConfigPath,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Show what would move (tenants, rows per table on both shards, current routes); changes nothing.
+    Plan(Target),
+    /// Step 1: capture the tenants' writes, bulk-copy their rows, catch up. They stay writable.
+    Copy(Target),
+    /// Step 2: fence the source (writes refused), copy the last changes, compare both shards.
+    Verify(Target),
+    /// Step 3: route the tenants to the destination; the source answers stale writers "departed".
+    Repin(Target),
+    /// Step 4: delete the tenants' rows from the source.
+    Delete {
+        #[command(flatten)]
+        target: Target,
+        /// Required: deleting is the one step that cannot be undone.
+        #[arg(long, required = true)]
+        confirm: bool,
+        #[command(flatten)]
+        grace: Grace,
+    },
+    /// All steps in order; without --confirm it stops after the re-pin.
+    Run {
+        #[command(flatten)]
+        target: Target,
+        /// Also delete the source rows at the end.
+        #[arg(long)]
+        confirm: bool,
+        #[command(flatten)]
+        grace: Grace,
+    },
+    /// One JSON line per move (or just move ID).
+    Status { id: Option<i64> },
+    /// Finish a move from wherever it stopped (deleting only if it was started with, or
+    /// resumed with, --confirm).
+    Resume {
+        id: i64,
+        #[arg(long)]
+        confirm: bool,
+        #[command(flatten)]
+        grace: Grace,
+    },
+    /// Undo a move: routing as before, the source writable, the copied rows removed.
+    Abort { id: i64 },
+}
+
+/// Which tenants, from where, to where.
+#[derive(Debug, Args)]
+pub struct Target {
+    /// The shard the tenants are on (its configured name).
+    #[arg(long)]
+    pub from: String,
+    /// The shard they go to.
+    #[arg(long)]
+    pub to: String,
+    /// A tenant to move (repeatable).
+    #[arg(
+        long = "tenant",
+        value_name = "KEY",
+        required_unless_present = "slot",
+        conflicts_with = "slot"
+    )]
+    pub tenants: Vec<String>,
+    /// Move every tenant of this hash slot that has rows on --from.
+    #[arg(long, value_parser = clap::value_parser!(u16).range(0..i64::from(SLOT_COUNT)))]
+    pub slot: Option<u16>,
+}
+
+#[derive(Debug, Args)]
+pub struct Grace {
+    /// How long after the re-pin to wait before deleting, so every web replica's directory
+    /// cache has expired (default: the configured directory_cache_ttl_ms), e.g. `5s`.
+    #[arg(long, value_parser = humantime::parse_duration)]
+    pub grace: Option<Duration>,
+}
+
+impl Target {
+    fn selection(&self) -> Result<Selection, MoveError> {
+        match self.slot {
+            Some(slot) => Ok(Selection::Slot(slot)),
+            None => {
+                let mut tenants = Vec::with_capacity(self.tenants.len());
+                for raw in &self.tenants {
+                    let tenant = TenantId::parse(raw)
+                        .map_err(|e| MoveError::Refused(format!("--tenant {raw:?}: {e}")))?;
+                    if !tenants.contains(&tenant.as_str().to_owned()) {
+                        tenants.push(tenant.as_str().to_owned());
+                    }
+                }
+                Ok(Selection::Tenants(tenants))
+            }
+        }
+    }
+}
+
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let settings = match Settings::load(&cli.config.path) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(EXIT_REFUSED);
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(&settings, cli.command)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(MoveError::Refused(why)) => {
+            eprintln!("error: {why}");
+            ExitCode::from(EXIT_REFUSED)
+        }
+        Err(MoveError::Failed(why)) => {
+            eprintln!("error: {why}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn print(record: &MoveRecord) {
+    println!("{}", record.to_json());
+}
+
+async fn run(settings: &Settings, command: Command) -> Result<(), MoveError> {
+    let mut mover = Mover::connect(settings, TENANT_TABLES).await?;
+    let default_grace = settings.topology.directory_cache_ttl;
+    match command {
+        Command::Plan(target) => {
+            let plans = mover
+                .plan(&target.from, &target.to, &target.selection()?)
+                .await?;
+            for plan in &plans {
+                println!("{}", plan.to_json(&target.from, &target.to));
+            }
+            let movable = plans.iter().filter(|p| p.blocker.is_none()).count();
+            eprintln!(
+                "move_slot: plan: {movable} of {} tenant(s) can move from {} to {}; nothing was changed",
+                plans.len(),
+                target.from,
+                target.to
+            );
+            Ok(())
+        }
+        Command::Copy(target) => {
+            let selection = target.selection()?;
+            let mut m = match mover.find(&target.from, &target.to, &selection).await? {
+                Some(m) => m,
+                None => {
+                    mover
+                        .start(&target.from, &target.to, &selection, false)
+                        .await?
+                }
+            };
+            mover.claim(&m).await?;
+            let result = mover.copy(&mut m).await;
+            finish(&mover, &m, result).await
+        }
+        Command::Verify(target) => step(&mut mover, &target, Step::Verify).await,
+        Command::Repin(target) => step(&mut mover, &target, Step::Repin).await,
+        Command::Delete { target, grace, .. } => {
+            let grace = grace.grace.unwrap_or(default_grace);
+            step(&mut mover, &target, Step::Delete(grace)).await
+        }
+        Command::Run {
+            target,
+            confirm,
+            grace,
+        } => {
+            let selection = target.selection()?;
+            let mut m = mover
+                .start(&target.from, &target.to, &selection, confirm)
+                .await?;
+            mover.claim(&m).await?;
+            let result = mover
+                .drive(&mut m, confirm, grace.grace.unwrap_or(default_grace))
+                .await;
+            finish(&mover, &m, result).await
+        }
+        Command::Status { id } => {
+            let records = match id {
+                Some(id) => vec![mover.load(id).await?],
+                None => mover.list().await?,
+            };
+            records.iter().for_each(print);
+            Ok(())
+        }
+        Command::Resume { id, confirm, grace } => {
+            let mut m = mover.load(id).await?;
+            mover.claim(&m).await?;
+            let confirm = confirm || m.confirm;
+            let result = mover
+                .drive(&mut m, confirm, grace.grace.unwrap_or(default_grace))
+                .await;
+            finish(&mover, &m, result).await
+        }
+        Command::Abort { id } => {
+            let mut m = mover.load(id).await?;
+            mover.claim(&m).await?;
+            let result = mover.abort(&mut m).await;
+            finish(&mover, &m, result).await
+        }
+    }
+}
+
+enum Step {
+    Verify,
+    Repin,
+    Delete(Duration),
+}
+
+/// A step command on an existing move (only `copy` starts one).
+async fn step(mover: &mut Mover, target: &Target, step: Step) -> Result<(), MoveError> {
+    let selection = target.selection()?;
+    let Some(mut m) = mover.find(&target.from, &target.to, &selection).await? else {
+        return Err(MoveError::Refused(format!(
+            "no unfinished move of those tenants from {} to {}; start one with `move_slot copy \
+             --from {} --to {} …` (or `move_slot run`)",
+            target.from, target.to, target.from, target.to
+        )));
+    };
+    mover.claim(&m).await?;
+    let result = match step {
+        Step::Verify => mover.verify(&mut m).await,
+        Step::Repin => mover.repin(&mut m).await,
+        Step::Delete(grace) => mover.delete(&mut m, grace).await,
+    };
+    finish(mover, &m, result).await
+}
+
+/// Prints the move as it now stands (and, after a slot move, the slot map advice).
+async fn finish(
+    mover: &Mover,
+    m: &MoveRecord,
+    result: Result<(), MoveError>,
+) -> Result<(), MoveError> {
+    print(m);
+    if result.is_ok()
+        && let Some(advice) = mover.slot_advice(m).await?
+    {
+        eprintln!("move_slot: {advice}");
+    }
+    result
+}

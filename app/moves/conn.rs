@@ -1,0 +1,63 @@
+//! Connections for the mover: plain `tokio-postgres` clients (the pools' diesel connections
+//! cannot stream `COPY`), with session settings that make every value's text form the same
+//! on every shard, which the checksums depend on.
+
+use std::time::Duration;
+
+use tokio_postgres::{Client, NoTls};
+
+use crate::sharding::DbUrl;
+
+/// `application_name` of the mover's sessions, to find them in `pg_stat_activity`.
+pub const APPLICATION_NAME: &str = "move_slot";
+
+const SESSION: &str = "SET TimeZone = 'UTC'; SET DateStyle = 'ISO, MDY'; \
+     SET IntervalStyle = 'postgres'; SET extra_float_digits = 1; SET bytea_output = 'hex'";
+
+/// Connects to `url` (`what` names it in errors) and applies the session settings.
+pub async fn connect(url: &DbUrl, what: &str, timeout: Duration) -> Result<Client, String> {
+    let fail = |e: String| format!("cannot connect to {what} ({url}): {e}");
+    let mut config: tokio_postgres::Config =
+        url.expose().parse().map_err(|e| fail(format!("{e}")))?;
+    config
+        .application_name(APPLICATION_NAME)
+        .connect_timeout(timeout);
+    let (client, connection) = tokio::time::timeout(timeout, config.connect(NoTls))
+        .await
+        .map_err(|_| fail(format!("no connection within {timeout:?}")))?
+        .map_err(|e| fail(e.to_string()))?;
+    tokio::spawn(async move {
+        if let Err(e) = connection.await {
+            tracing::debug!(error = %e, "move_slot connection ended");
+        }
+    });
+    client
+        .batch_execute(SESSION)
+        .await
+        .map_err(|e| fail(e.to_string()))?;
+    Ok(client)
+}
+
+/// A text value as an SQL string literal, for the one place parameters cannot go:
+/// the query inside `COPY (…) TO STDOUT`. `standard_conforming_strings` is on (the
+/// default since Postgres 9.1), so only quotes need doubling.
+pub fn literal(value: &str) -> String {
+    format!("'{}'", value.replace('\'', "''"))
+}
+
+/// An identifier, quoted.
+pub fn ident(name: &str) -> String {
+    format!("\"{}\"", name.replace('"', "\"\""))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn literals_and_identifiers_are_quoted_against_injection() {
+        assert_eq!(literal("o'brien"), "'o''brien'");
+        assert_eq!(literal(r"back\slash"), r"'back\slash'");
+        assert_eq!(ident("we\"ird"), "\"we\"\"ird\"");
+    }
+}

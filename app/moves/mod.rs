@@ -1,0 +1,33 @@
+//! Online tenant moves between shards: the resharding runbook (copy, verify, re-pin,
+//! delete) as one durable, resumable state machine, safe while the tenant is live.
+//!
+//! How no acknowledged write is lost or left behind:
+//! - Every write to a tenant table passes the shard's tenant guard (a trigger, see the shard
+//!   migration `create_tenant_guard`), in the writer's own transaction. A guard row per moving
+//!   tenant says `capturing` (writes pass and their keys are logged), `fenced` (refused),
+//!   `departed` (refused, naming the new shard) or `incoming` (only the mover writes).
+//! - Guard changes wait for the tenant's in-flight writes and hold off new ones (a per-tenant
+//!   advisory lock the trigger takes shared), so a write either lands before a change, and
+//!   is seen by the next copy, or after it, and obeys it.
+//! - [`copy`]: capture on, then a bulk `COPY` from one snapshot, then catch-up rounds that
+//!   re-copy logged keys. [`verify`]: fence, drain the log, compare per-table row counts and
+//!   checksums. Re-pin: the directory says "destination", the source says "departed".
+//!   Delete: only after every process's directory cache has had time to expire.
+//!
+//! A routing cache therefore only decides where a write is *tried*: the source refuses it
+//! from the fence on, whoever sent it. Moves are rows in the control database's
+//! `tenant_moves`; every step is idempotent, so a killed move is resumed or aborted.
+//! This module knows tables only as [`TenantTable`](crate::sharding::tenant_rows::TenantTable)s.
+
+pub mod cli;
+mod conn;
+mod copy;
+mod guard;
+pub mod plan;
+pub mod progress;
+pub mod record;
+pub mod runner;
+mod verify;
+
+pub use record::{MoveRecord, MoveState};
+pub use runner::{MoveError, Mover};

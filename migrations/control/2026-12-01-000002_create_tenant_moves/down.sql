@@ -1,0 +1,2 @@
+DROP TABLE tenant_move_members;
+DROP TABLE tenant_moves;
