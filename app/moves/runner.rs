@@ -16,8 +16,11 @@ use super::progress::Progress;
 use super::record::{self, CreateError, MoveRecord, MoveState, NewMove, Set};
 use super::verify::{self, TableSum};
 use crate::configuration::Settings;
+use crate::sharding::directory::placement::{self, Placement};
+use crate::sharding::directory::table;
+use crate::sharding::shard_set::{PgConn, PgPool, build_pool};
 use crate::sharding::tenant_rows::TenantTable;
-use crate::sharding::{DbUrl, PinRouter, ShardKey, ShardSet, Topology};
+use crate::sharding::{DbUrl, ShardSet, Topology};
 
 /// Catch-up rounds copy at most this many logged changes each.
 const CATCH_UP_BATCH: i64 = 10_000;
@@ -43,6 +46,10 @@ pub enum MoveError {
 
 fn failed(what: &str) -> impl Fn(tokio_postgres::Error) -> MoveError + '_ {
     move |e| MoveError::Failed(format!("{what}: {}", describe_db_error(&e)))
+}
+
+fn directory_failed(what: &str) -> impl Fn(diesel::result::Error) -> MoveError + '_ {
+    move |e| MoveError::Failed(format!("{what}: {e}"))
 }
 
 fn describe_db_error(e: &tokio_postgres::Error) -> String {
@@ -73,7 +80,10 @@ pub struct Mover {
     topology: Arc<Topology>,
     shards: ShardSet,
     tables: &'static [TenantTable],
+    /// The moves' own records, and the session lock that claims a move.
     control: Client,
+    /// The directory, through `sharding::directory` (lazy: connects on first use).
+    directory: PgPool,
     progress: Progress,
     /// The open connections to the current move's shards, kept between steps so the
     /// fence window is not spent connecting.
@@ -104,11 +114,14 @@ impl Mover {
         )
         .await
         .map_err(MoveError::Failed)?;
+        let directory = build_pool(&topology.control_url, 1, &topology, "control")
+            .map_err(|e| MoveError::Failed(e.to_string()))?;
         Ok(Self {
             topology,
             shards,
             tables,
             control,
+            directory,
             progress: Progress::new("move_slot".to_owned()),
             pair: None,
         })
@@ -189,37 +202,26 @@ impl Mover {
         Ok(())
     }
 
-    /// Where `tenant` routes now: its directory row, else config pin, else hash.
-    async fn current_route(&self, tenant: &str) -> Result<(String, &'static str), MoveError> {
-        let row = self
-            .control
-            .query_opt(
-                "SELECT shard_name FROM _autumn_shard_directory WHERE tenant_key = $1",
-                &[&tenant],
-            )
+    /// A connection for reading and writing the directory, through the same code as
+    /// `bookmarks pin` (the moves' own records stay on `control`).
+    async fn directory(&self) -> Result<PgConn, MoveError> {
+        self.directory
+            .get()
             .await
-            .map_err(failed("cannot read the tenant directory"))?;
-        if let Some(row) = row {
-            return Ok((row.get(0), "directory"));
-        }
-        let route =
-            PinRouter::from_shard_set(&self.shards).decide(ShardKey::Str(tenant), &self.shards);
-        Ok((
-            self.shards.get(route.shard).name().to_owned(),
-            route.via.as_str(),
-        ))
+            .map_err(|e| MoveError::Failed(format!("cannot reach the tenant directory: {e}")))
+    }
+
+    /// Where `tenant` routes now: its directory row, else config pin, else hash.
+    async fn current_route(&self, tenant: &str) -> Result<Placement, MoveError> {
+        placement::current(&mut *self.directory().await?, &self.shards, tenant)
+            .await
+            .map_err(directory_failed("cannot read the tenant directory"))
     }
 
     async fn directory_row(&self, tenant: &str) -> Result<Option<String>, MoveError> {
-        Ok(self
-            .control
-            .query_opt(
-                "SELECT shard_name FROM _autumn_shard_directory WHERE tenant_key = $1",
-                &[&tenant],
-            )
+        table::shard_of(&mut *self.directory().await?, tenant)
             .await
-            .map_err(failed("cannot read the tenant directory"))?
-            .map(|r| r.get(0)))
+            .map_err(directory_failed("cannot read the tenant directory"))
     }
 
     /// What moving `selection` from `from` to `to` would do; changes nothing.
@@ -240,7 +242,7 @@ impl Mover {
         };
         let mut plans = Vec::with_capacity(tenants.len());
         for tenant in tenants {
-            let (route, via) = self.current_route(&tenant).await?;
+            let Placement { shard: route, via } = self.current_route(&tenant).await?;
             let rows_from = super::plan::rows(&source, self.tables, &tenant)
                 .await
                 .map_err(failed(&format!("cannot count rows on {from}")))?;
@@ -652,16 +654,11 @@ impl Mover {
             .await
             .map_err(failed(&format!("cannot open {} to the tenants", m.to)))?;
         let note = format!("move_slot move {}", m.id);
+        let mut directory = self.directory().await?;
         for tenant in &m.tenants {
-            self.control
-                .execute(
-                    "INSERT INTO _autumn_shard_directory (tenant_key, shard_name, note) \
-                     VALUES ($1, $2, $3) ON CONFLICT (tenant_key) DO UPDATE SET \
-                     shard_name = EXCLUDED.shard_name, note = EXCLUDED.note, updated_at = now()",
-                    &[tenant, &m.to, &note],
-                )
+            table::upsert(&mut directory, tenant, &m.to, Some(&note))
                 .await
-                .map_err(failed("cannot re-pin in the directory"))?;
+                .map_err(directory_failed("cannot re-pin in the directory"))?;
         }
         guard::set(source, m.id, &m.tenants, Guard::Departed, &m.to)
             .await
@@ -859,29 +856,16 @@ impl Mover {
                 m.selection_args()
             )));
         }
+        let mut directory = self.directory().await?;
         for tenant in &m.tenants {
             let restored = match m.previous.get(tenant).cloned().flatten() {
                 Some(shard) => {
-                    self.control
-                        .execute(
-                            "INSERT INTO _autumn_shard_directory (tenant_key, shard_name, note) \
-                             VALUES ($1, $2, 'restored by move_slot abort') ON CONFLICT \
-                             (tenant_key) DO UPDATE SET shard_name = EXCLUDED.shard_name, \
-                             note = EXCLUDED.note, updated_at = now()",
-                            &[tenant, &shard],
-                        )
-                        .await
+                    let note = Some("restored by move_slot abort");
+                    table::upsert(&mut directory, tenant, &shard, note).await
                 }
-                None => {
-                    self.control
-                        .execute(
-                            "DELETE FROM _autumn_shard_directory WHERE tenant_key = $1",
-                            &[tenant],
-                        )
-                        .await
-                }
+                None => table::remove(&mut directory, tenant).await.map(drop),
             };
-            restored.map_err(failed("cannot restore the directory"))?;
+            restored.map_err(directory_failed("cannot restore the directory"))?;
         }
         guard::clear(source, m.id, &m.tenants)
             .await

@@ -103,11 +103,6 @@ impl DirectoryRouter {
         }
     }
 
-    /// The route config pins and the hash give `key`, ignoring the directory.
-    pub fn route_without_directory(&self, key: ShardKey<'_>, shards: &ShardSet) -> Route {
-        self.pins.decide(key, shards)
-    }
-
     /// Records a directory answer obtained elsewhere (a bulk read of the table, a
     /// benchmark) as if it had just been looked up.
     pub fn remember(&self, key: &str, shard_name: Option<&str>, shards: &ShardSet) {

@@ -101,6 +101,32 @@ impl PlacementError {
     }
 }
 
+/// Where `tenant` routes now in `shards`' deployment: its directory row (read afresh through
+/// `control`), else config pin, else hash. Tools that must see the directory as it is now
+/// (placement, moves) ask here rather than through a router's cache.
+pub async fn current(
+    control: &mut AsyncPgConnection,
+    shards: &ShardSet,
+    tenant: &str,
+) -> diesel::QueryResult<Placement> {
+    Ok(match table::shard_of(control, tenant).await? {
+        Some(shard) => Placement {
+            shard,
+            via: RouteVia::Directory.as_str(),
+        },
+        None => without_directory(shards, tenant),
+    })
+}
+
+/// Where config pins and the hash put `tenant`, ignoring the directory.
+fn without_directory(shards: &ShardSet, tenant: &str) -> Placement {
+    let route = PinRouter::from_shard_set(shards).decide(ShardKey::Str(tenant), shards);
+    Placement {
+        shard: shards.get(route.shard).name().to_owned(),
+        via: route.via.as_str(),
+    }
+}
+
 /// Places tenants through the directory table of one deployment.
 pub struct Placer<'a> {
     pub shards: &'a ShardSet,
@@ -165,25 +191,13 @@ impl Placer<'_> {
         control: &mut AsyncPgConnection,
         tenant: &str,
     ) -> Result<Placement, PlacementError> {
-        let row = table::shard_of(control, tenant)
+        current(control, self.shards, tenant)
             .await
-            .map_err(|e| PlacementError::Control(e.to_string()))?;
-        Ok(match row {
-            Some(shard) => Placement {
-                shard,
-                via: RouteVia::Directory.as_str(),
-            },
-            None => self.without_directory(tenant),
-        })
+            .map_err(|e| PlacementError::Control(e.to_string()))
     }
 
     fn without_directory(&self, tenant: &str) -> Placement {
-        let route =
-            PinRouter::from_shard_set(self.shards).decide(ShardKey::Str(tenant), self.shards);
-        Placement {
-            shard: self.shards.get(route.shard).name().to_owned(),
-            via: route.via.as_str(),
-        }
+        without_directory(self.shards, tenant)
     }
 
     /// Counts the tenant's rows where it routes before and after; refuses when the change
