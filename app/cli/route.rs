@@ -102,13 +102,11 @@ pub async fn run(settings: &Settings, args: &RouteArgs) -> ExitCode {
                 }
             }
             Err(RouteError::DirectoryUnavailable { cause }) => {
+                let code = super::placement::control_unreachable(settings, cause);
                 eprintln!(
-                    "error: cannot read the tenant directory on the control database ({}): \
-                     {cause}\n`bookmarks route --no-directory` routes by config pins and the \
-                     hash alone",
-                    topology.control_url
+                    "`bookmarks route --no-directory` routes by config pins and the hash alone"
                 );
-                return ExitCode::FAILURE;
+                return code;
             }
         };
         let json = serde_json::to_string(&line).expect("a route line always serializes");
