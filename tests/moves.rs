@@ -111,13 +111,8 @@ fn last_json(out: &Output) -> Value {
     serde_json::from_str(text.lines().last().expect("a JSON line")).unwrap()
 }
 
-fn db_of(layout: &Layout, shard: &str) -> (u16, String) {
-    let (_, port, db, _) = layout.shards.iter().find(|s| s.0 == shard).unwrap();
-    (*port, db.clone())
-}
-
 async fn on_shard(layout: &Layout, shard: &str, query: &str) -> Vec<Vec<Option<String>>> {
-    let (port, db) = db_of(layout, shard);
+    let (port, db) = port_of(layout, shard);
     sql(port, &db, query).await
 }
 

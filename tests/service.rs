@@ -17,17 +17,11 @@ async fn app() -> (TestApp, Layout) {
 
 /// What `bookmarks route` says about keys, run as a user would run it.
 fn route_with_cli(layout: &Layout, keys: &[String]) -> Vec<Value> {
-    let config = std::env::temp_dir().join(format!("{}.toml", unique("route")));
-    std::fs::write(&config, layout.toml()).unwrap();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_bookmarks"))
-        .arg("--config")
-        .arg(&config)
-        .arg("route")
-        .arg("--")
-        .args(keys)
-        .output()
-        .unwrap();
-    let _ = std::fs::remove_file(&config);
+    let args: Vec<&str> = ["route", "--"]
+        .into_iter()
+        .chain(keys.iter().map(String::as_str))
+        .collect();
+    let out = bookmarks_cli(layout, &args);
     assert!(
         out.status.success(),
         "{}",
@@ -38,11 +32,6 @@ fn route_with_cli(layout: &Layout, keys: &[String]) -> Vec<Value> {
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect()
-}
-
-fn port_of(layout: &Layout, shard: &str) -> (u16, String) {
-    let (_, port, db, _) = layout.shards.iter().find(|s| s.0 == shard).unwrap();
-    (*port, db.clone())
 }
 
 #[tokio::test]
@@ -511,16 +500,7 @@ async fn stats_fan_out_over_every_shard_in_declaration_order() {
 #[tokio::test]
 async fn migrate_is_idempotent_and_status_reports_each_target() {
     let layout = layout("").await;
-    let config = std::env::temp_dir().join(format!("{}.toml", unique("migrate")));
-    std::fs::write(&config, layout.toml()).unwrap();
-    let run = |args: &[&str]| {
-        std::process::Command::new(env!("CARGO_BIN_EXE_bookmarks"))
-            .arg("--config")
-            .arg(&config)
-            .args(args)
-            .output()
-            .unwrap()
-    };
+    let run = |args: &[&str]| bookmarks_cli(&layout, args);
     let embedded = |kind| bookmarks_sharded::migrate::expected_versions(kind).len();
     let (control_n, shard_n) = (embedded(Kind::Control), embedded(Kind::Shard));
     let before = run(&["migrate", "status"]);
@@ -587,7 +567,6 @@ async fn migrate_is_idempotent_and_status_reports_each_target() {
     let unknown = run(&["migrate", "--shard", "shard9"]);
     assert_eq!(unknown.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&unknown.stderr).contains("no shard is named \"shard9\""));
-    let _ = std::fs::remove_file(&config);
 }
 
 #[tokio::test]

@@ -474,6 +474,12 @@ pub fn other_shard(shard: &str) -> &'static str {
     }
 }
 
+/// The port and database of one of `layout`'s shards.
+pub fn port_of(layout: &Layout, shard: &str) -> (u16, String) {
+    let (_, port, db, _) = layout.shards.iter().find(|s| s.0 == shard).unwrap();
+    (*port, db.clone())
+}
+
 /// Runs the `bookmarks` binary with `layout`'s topology as its config file.
 pub fn bookmarks_cli(layout: &Layout, args: &[&str]) -> std::process::Output {
     let config = std::env::temp_dir().join(format!("{}.toml", unique("cli")));
