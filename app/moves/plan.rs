@@ -89,30 +89,6 @@ impl TenantPlan {
     }
 }
 
-/// Rows of `tenant` per table on the connected shard.
-pub async fn rows(
-    shard: &Client,
-    tables: &[TenantTable],
-    tenant: &str,
-) -> Result<Vec<(&'static str, i64)>, tokio_postgres::Error> {
-    let mut out = Vec::with_capacity(tables.len());
-    for table in tables {
-        let n: i64 = shard
-            .query_one(
-                &format!(
-                    "SELECT count(*) FROM {} WHERE {} = $1",
-                    ident(table.name),
-                    ident(table.tenant_column)
-                ),
-                &[&tenant],
-            )
-            .await?
-            .get(0);
-        out.push((table.name, n));
-    }
-    Ok(out)
-}
-
 /// Every tenant with rows on the connected shard whose key hashes to `slot`. Walks the
 /// tenant column's index one distinct value at a time, so a shard of few, large tenants
 /// costs a lookup per tenant rather than a scan of every row.

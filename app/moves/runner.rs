@@ -19,7 +19,7 @@ use crate::configuration::Settings;
 use crate::sharding::directory::placement::{self, Placement};
 use crate::sharding::directory::table;
 use crate::sharding::shard_set::{PgConn, PgPool, build_pool};
-use crate::sharding::tenant_rows::TenantTable;
+use crate::sharding::tenant_rows::{self, TenantTable};
 use crate::sharding::{DbUrl, ShardSet, Topology};
 
 /// Catch-up rounds copy at most this many logged changes each.
@@ -224,6 +224,25 @@ impl Mover {
             .map_err(directory_failed("cannot read the tenant directory"))
     }
 
+    /// `tenant`'s rows per table on a shard, counted as `bookmarks pin` counts them.
+    async fn rows_on(
+        &self,
+        shard: &str,
+        tenant: &str,
+    ) -> Result<Vec<(&'static str, i64)>, MoveError> {
+        let fail = |e: String| MoveError::Failed(format!("cannot count rows on {shard}: {e}"));
+        let pool = self
+            .shards
+            .by_name(shard)
+            .ok_or_else(|| MoveError::Refused(format!("no shard is named {shard:?}")))?
+            .primary_pool();
+        let mut conn = pool.get().await.map_err(|e| fail(e.to_string()))?;
+        let counts = tenant_rows::count_per_table(&mut conn, self.tables, tenant)
+            .await
+            .map_err(|e| fail(e.to_string()))?;
+        Ok(self.tables.iter().map(|t| t.name).zip(counts).collect())
+    }
+
     /// What moving `selection` from `from` to `to` would do; changes nothing.
     pub async fn plan(
         &self,
@@ -232,23 +251,20 @@ impl Mover {
         selection: &Selection,
     ) -> Result<Vec<TenantPlan>, MoveError> {
         self.check_pair(from, to)?;
-        let source = self.shard(from).await?;
-        let dest = self.shard(to).await?;
         let tenants = match selection {
             Selection::Tenants(tenants) => tenants.clone(),
-            Selection::Slot(slot) => super::plan::tenants_in_slot(&source, self.tables, *slot)
-                .await
-                .map_err(failed(&format!("cannot list the tenants on {from}")))?,
+            Selection::Slot(slot) => {
+                let source = self.shard(from).await?;
+                super::plan::tenants_in_slot(&source, self.tables, *slot)
+                    .await
+                    .map_err(failed(&format!("cannot list the tenants on {from}")))?
+            }
         };
         let mut plans = Vec::with_capacity(tenants.len());
         for tenant in tenants {
             let Placement { shard: route, via } = self.current_route(&tenant).await?;
-            let rows_from = super::plan::rows(&source, self.tables, &tenant)
-                .await
-                .map_err(failed(&format!("cannot count rows on {from}")))?;
-            let rows_to = super::plan::rows(&dest, self.tables, &tenant)
-                .await
-                .map_err(failed(&format!("cannot count rows on {to}")))?;
+            let rows_from = self.rows_on(from, &tenant).await?;
+            let rows_to = self.rows_on(to, &tenant).await?;
             plans.push(TenantPlan::new(
                 tenant, from, to, route, via, rows_from, rows_to,
             ));
@@ -501,9 +517,9 @@ impl Mover {
             .map_err(failed(&format!("cannot start capturing on {}", m.from)))?;
         let mut total = 0;
         for tenant in &m.tenants {
-            total += super::plan::rows(source, self.tables, tenant)
-                .await
-                .map_err(failed("cannot count the rows to copy"))?
+            total += self
+                .rows_on(&m.from, tenant)
+                .await?
                 .iter()
                 .map(|(_, n)| n)
                 .sum::<i64>();
