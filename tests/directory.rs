@@ -66,6 +66,16 @@ async fn actuator(app: &TestApp) -> (Value, Value) {
     )
 }
 
+/// Requests `tenant` until one request is answered from the directory cache.
+async fn until_cached(app: &TestApp, tenant: &str) -> bool {
+    eventually(Duration::from_secs(5), || async {
+        let hits = actuator(app).await.0["hits"].as_u64().unwrap();
+        served_shard(app, tenant).await.is_ok()
+            && actuator(app).await.0["hits"].as_u64().unwrap() > hits
+    })
+    .await
+}
+
 async fn until_listener(app: &TestApp, connected: bool) -> bool {
     eventually(Duration::from_secs(30), || async {
         actuator(app).await.0["listener_connected"] == connected
@@ -217,6 +227,12 @@ async fn with_the_control_database_stopped_cached_tenants_are_served_and_uncache
         .await;
     app.create(&plain_tenant, json!({"url": "https://plain.example/1"}))
         .await;
+
+    // Both routes must be cached before the outage. A lookup that raced with the pin's
+    // notification is (rightly) not cached, so ask until a request is a cache hit.
+    for tenant in [&pinned_tenant, &plain_tenant] {
+        assert!(until_cached(&app, tenant).await, "{tenant} is cached");
+    }
 
     control.container.stop_with_timeout(Some(5)).await.unwrap();
     assert!(until_listener(&app, false).await);
