@@ -8,11 +8,13 @@
 //! - [`web`]: extractors (`ShardedDb`, `ShardedReadDb`, `Shards`, `Tenant`), errors → HTTP,
 //!   health, metrics, middleware.
 //! - [`bookmarks`]: the feature itself (API, HTML UI, stats); never computes a slot.
+//! - [`admin`]: the operator's cross-shard admin page (only with `ADMIN_TOKEN`).
 //! - [`migrate`]: embedded migrations for the control database and the shards.
 //! - [`moves`]: online tenant moves between shards (the `move_slot` tool).
 //! - [`startup`]: builds the application (server, CLI and tests share it).
 //! - [`cli`]: the `bookmarks` command line (the binary in `bin/` only calls into it).
 
+pub mod admin;
 pub mod bookmarks;
 pub mod cli;
 pub mod configuration;

@@ -10,6 +10,7 @@ use std::time::Duration;
 use anyhow::Context;
 use tokio::net::TcpListener;
 
+use crate::admin::AdminToken;
 use crate::configuration::Settings;
 use crate::migrate::{self, Kind, Selection};
 use crate::sharding::access::Shards;
@@ -35,6 +36,8 @@ pub struct ServeOptions {
     pub request_timeout: Duration,
     /// How often replica readiness is re-checked in the background.
     pub replica_check_interval: Duration,
+    /// Mounts the admin page, for whoever presents this token.
+    pub admin_token: Option<AdminToken>,
 }
 
 impl Default for ServeOptions {
@@ -46,6 +49,7 @@ impl Default for ServeOptions {
             shard_timeout: Duration::from_millis(1500),
             request_timeout: Duration::from_secs(10),
             replica_check_interval: Duration::from_secs(2),
+            admin_token: None,
         }
     }
 }
@@ -91,6 +95,7 @@ impl Application {
             shards: Shards::new(set, router, replicas),
             control,
             directory,
+            admin_token: options.admin_token.clone(),
             instance_name: options.instance_name.clone(),
             shard_timeout: options.shard_timeout,
             expected_control_migrations: migrate::expected_versions(Kind::Control),

@@ -850,3 +850,42 @@ async fn sharded_db_tx_commits_or_rolls_back_on_the_tenants_own_shard() {
         "both inserts committed together"
     );
 }
+
+#[tokio::test]
+async fn a_wrong_method_and_a_timed_out_request_answer_in_the_json_error_format() {
+    let (app, layout) = app().await;
+    let res = app
+        .delete("/api/tags")
+        .header("X-Tenant-Id", "hooli")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 405);
+    assert!(
+        res.headers()["allow"].to_str().unwrap().contains("GET"),
+        "the Allow header survives"
+    );
+    let body: Value = res.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "method_not_allowed", "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("DELETE")
+    );
+
+    // A shard that accepts connections and never answers: only the request timeout ends it.
+    let black_hole = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let mut stuck = layout.clone();
+    stuck.shards[1].1 = black_hole.local_addr().unwrap().port();
+    let mut options = test_options("timeout");
+    options.request_timeout = Duration::from_millis(300);
+    let app = TestApp::start(stuck.settings(), options).await;
+    assert_eq!(hash_shard(&app.settings, "acme-corp"), "shard1");
+    let res = app.get_as("/api/bookmarks", "acme-corp").await;
+    assert_eq!(res.status(), 503);
+    assert!(res.headers().contains_key("retry-after"));
+    let body: Value = res.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "request_timeout", "{body}");
+    drop(black_hole);
+}

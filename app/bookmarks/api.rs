@@ -2,7 +2,6 @@
 //! shard primary, so a tenant always sees its own writes at once (read-your-own-writes);
 //! `/api/tags` is an aggregate that tolerates lag and reads from the shard's replica.
 
-use axum::extract::{FromRequest, FromRequestParts, Path, Query};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
@@ -13,7 +12,7 @@ use uuid::Uuid;
 use super::model::{Bookmark, NewBookmarkInput, PatchInput};
 use super::store::{self, ListQuery, StoreError};
 use crate::web::error::ApiError;
-use crate::web::extract::{ShardedDb, ShardedReadDb, Tenant};
+use crate::web::extract::{ApiJson, ApiPath, ApiQuery, ShardedDb, ShardedReadDb, Tenant};
 use crate::web::state::AppState;
 
 pub const DEFAULT_PAGE: i64 = 20;
@@ -28,21 +27,6 @@ pub fn routes() -> Router<AppState> {
         )
         .route("/api/tags", get(tags))
 }
-
-/// `Json` whose rejections are API errors (JSON bodies, never plain text).
-#[derive(FromRequest)]
-#[from_request(via(Json), rejection(ApiError))]
-pub struct ApiJson<T>(pub T);
-
-/// `Query` whose rejections are API errors.
-#[derive(FromRequestParts)]
-#[from_request(via(Query), rejection(ApiError))]
-pub struct ApiQuery<T>(pub T);
-
-/// `Path` whose rejections are API errors (a malformed id is simply not found).
-#[derive(FromRequestParts)]
-#[from_request(via(Path), rejection(ApiError))]
-pub struct ApiPath<T>(pub T);
 
 /// A bookmark as the API shows it, with the shard that holds it.
 #[derive(Serialize)]

@@ -1,5 +1,5 @@
-//! `GET /api/stats`: per-shard counts across every shard, needing no tenant. Uses the
-//! replica-aware read path (cross-tenant numbers tolerate replica lag) and degrades to a
+//! `GET /api/stats`: per-shard counts across every shard, needing no tenant. Reads through
+//! `CrossShard` (replica-aware: cross-tenant numbers tolerate lag) and degrades to a
 //! partial answer when a shard is down.
 
 use axum::Json;
@@ -7,7 +7,7 @@ use axum::extract::State;
 use serde::Serialize;
 
 use super::store;
-use crate::sharding::access::ShardError;
+use crate::sharding::cross_shard::{CrossShard, Server, public_reason};
 use crate::web::state::AppState;
 
 #[derive(Serialize)]
@@ -31,22 +31,17 @@ pub struct StatsView {
     pub shards: Vec<ShardStats>,
 }
 
-pub async fn stats(State(state): State<AppState>) -> Json<StatsView> {
-    let outcomes = state
-        .shards
-        .each_shard(true, state.shard_timeout, |mut conn| async move {
-            let counts = store::shard_counts(&mut conn.conn)
-                .await
-                .map_err(|e| ShardError::from_query(&conn.name, e))?;
-            Ok((counts, conn.on_replica))
-        })
+pub async fn stats(State(state): State<AppState>, cross: CrossShard) -> Json<StatsView> {
+    let fan_out = cross
+        .read(|conn| Box::pin(async move { store::shard_counts(conn).await }))
         .await;
-    let shards = outcomes
+    let shards = fan_out
+        .answers
         .into_iter()
-        .map(|(id, outcome)| {
-            let shard = state.shards.set().get(id);
+        .zip(state.shards.set().iter())
+        .map(|(answer, shard)| {
             let base = ShardStats {
-                name: shard.name().to_owned(),
+                name: answer.shard,
                 slots: shard.spec().slot_count(),
                 status: "up",
                 bookmarks: None,
@@ -54,35 +49,23 @@ pub async fn stats(State(state): State<AppState>) -> Json<StatsView> {
                 served_by: None,
                 error: None,
             };
-            match outcome {
-                Ok(((bookmarks, tenants), on_replica)) => ShardStats {
-                    bookmarks: Some(bookmarks),
-                    tenants: Some(tenants),
-                    served_by: Some(if on_replica { "replica" } else { "primary" }),
+            match answer.outcome {
+                Ok(ok) => ShardStats {
+                    bookmarks: Some(ok.value.0),
+                    tenants: Some(ok.value.1),
+                    served_by: Some(match ok.server {
+                        Server::Replica => "replica",
+                        Server::Primary => "primary",
+                    }),
                     ..base
                 },
-                Err(e) => {
-                    tracing::warn!(shard = shard.name(), error = %e, "stats: shard failed");
-                    ShardStats {
-                        status: "down",
-                        error: Some(public_reason(&e)),
-                        ..base
-                    }
-                }
+                Err(e) => ShardStats {
+                    status: "down",
+                    error: Some(public_reason(&e)),
+                    ..base
+                },
             }
         })
         .collect();
     Json(StatsView { shards })
-}
-
-/// What a client may learn about a failure: its kind, not the server's words.
-fn public_reason(e: &ShardError) -> String {
-    match e {
-        ShardError::Unavailable { .. } => "unreachable".to_owned(),
-        ShardError::Timeout { timeout, .. } => {
-            format!("no answer within {} ms", timeout.as_millis())
-        }
-        ShardError::ReplicaUnavailable { .. } => "replica not ready (fail_readiness)".to_owned(),
-        _ => "query failed".to_owned(),
-    }
 }

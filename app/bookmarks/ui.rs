@@ -1,31 +1,28 @@
 //! The server-rendered HTML UI. Works without JavaScript: browsers cannot set the tenant
 //! header, so the chosen tenant lives in a cookie that the tenancy layer reads when the
-//! header is absent. Every form carries a token that must match a same-site cookie
-//! (double submit), so another site cannot post forms on a user's behalf.
+//! header is absent. Every form carries a CSRF token ([`crate::web::csrf`]).
 
 use askama::Template;
 use askama_web::WebTemplate;
-use axum::extract::{FromRequest, Query};
+use axum::Router;
+use axum::extract::Query;
 use axum::http::StatusCode;
 use axum::http::request::Parts;
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
-use axum::{Form, Router};
 use axum_extra::extract::CookieJar;
 use axum_extra::extract::cookie::{Cookie, SameSite};
-use rand::RngCore;
 use serde::Deserialize;
 use uuid::Uuid;
 
-use super::api::{ApiPath, ListParams, store_fail};
+use super::api::{ListParams, store_fail};
 use super::model::{Bookmark, FieldError, NewBookmarkInput, PatchInput, split_tags};
 use super::store;
 use crate::tenancy::{self, TENANT_COOKIE, TenantId};
+use crate::web::csrf;
 use crate::web::error::ApiError;
-use crate::web::extract::{ShardedDb, Tenant};
+use crate::web::extract::{ApiPath, ShardedDb, Tenant, UiForm};
 use crate::web::state::AppState;
-
-const CSRF_COOKIE: &str = "csrf";
 
 pub fn routes() -> Router<AppState> {
     Router::new()
@@ -36,35 +33,6 @@ pub fn routes() -> Router<AppState> {
         .route("/bookmarks/{id}/edit", get(edit_form))
         .route("/bookmarks/{id}", post(update))
         .route("/bookmarks/{id}/delete", post(delete))
-}
-
-/// `Form` whose rejections are API errors.
-#[derive(FromRequest)]
-#[from_request(via(Form), rejection(ApiError))]
-struct UiForm<T>(T);
-
-/// The CSRF token from the cookie, minted (and set) when the browser has none yet.
-fn csrf_token(jar: CookieJar) -> (CookieJar, String) {
-    if let Some(c) = jar.get(CSRF_COOKIE) {
-        let token = c.value().to_owned();
-        return (jar, token);
-    }
-    let mut bytes = [0u8; 16];
-    rand::rng().fill_bytes(&mut bytes);
-    let token: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-    let cookie = Cookie::build((CSRF_COOKIE, token.clone()))
-        .path("/")
-        .http_only(true)
-        .same_site(SameSite::Strict)
-        .build();
-    (jar.add(cookie), token)
-}
-
-fn check_csrf(jar: &CookieJar, submitted: &str) -> Result<(), ApiError> {
-    match jar.get(CSRF_COOKIE) {
-        Some(c) if !submitted.is_empty() && c.value() == submitted => Ok(()),
-        _ => Err(ApiError::CrossSite),
-    }
 }
 
 #[derive(Template, WebTemplate)]
@@ -154,7 +122,7 @@ async fn home(
     state: axum::extract::State<AppState>,
     Query(params): Query<ListParams>,
 ) -> Result<Response, ApiError> {
-    let (jar, csrf) = csrf_token(jar);
+    let (jar, csrf) = csrf::token(jar);
     let tenant = match tenancy::resolve(&parts, &state.settings.tenancy.header) {
         Ok(t) => t,
         Err(_) => {
@@ -197,7 +165,7 @@ async fn shard_db(mut parts: Parts, state: &AppState) -> Result<ShardedDb, ApiEr
 }
 
 async fn picker(jar: CookieJar) -> impl IntoResponse {
-    let (jar, csrf) = csrf_token(jar);
+    let (jar, csrf) = csrf::token(jar);
     let current = jar
         .get(TENANT_COOKIE)
         .map(|c| c.value().to_owned())
@@ -216,7 +184,7 @@ async fn choose_tenant(
     jar: CookieJar,
     UiForm(form): UiForm<TenantForm>,
 ) -> Result<Response, ApiError> {
-    check_csrf(&jar, &form.csrf)?;
+    csrf::check(&jar, &form.csrf)?;
     match TenantId::parse(form.tenant.trim()) {
         Ok(tenant) => {
             let cookie = Cookie::build((TENANT_COOKIE, tenant.to_string()))
@@ -227,7 +195,7 @@ async fn choose_tenant(
             Ok((jar.add(cookie), Redirect::to("/")).into_response())
         }
         Err(e) => {
-            let (jar, csrf) = csrf_token(jar);
+            let (jar, csrf) = csrf::token(jar);
             let page = PickerPage {
                 csrf,
                 tenant: form.tenant,
@@ -239,7 +207,7 @@ async fn choose_tenant(
 }
 
 async fn new_form(Tenant(tenant): Tenant, jar: CookieJar) -> impl IntoResponse {
-    let (jar, csrf) = csrf_token(jar);
+    let (jar, csrf) = csrf::token(jar);
     (
         jar,
         FormPage {
@@ -290,7 +258,7 @@ async fn create(
     mut db: ShardedDb,
     UiForm(form): UiForm<BookmarkForm>,
 ) -> Result<Response, ApiError> {
-    check_csrf(&jar, &form.csrf)?;
+    csrf::check(&jar, &form.csrf)?;
     let page = refill(&form, &tenant, form.csrf.clone(), None);
     let input = NewBookmarkInput {
         url: form.url,
@@ -316,7 +284,7 @@ async fn edit_form(
     mut db: ShardedDb,
     ApiPath(id): ApiPath<Uuid>,
 ) -> Result<Response, ApiError> {
-    let (jar, csrf) = csrf_token(jar);
+    let (jar, csrf) = csrf::token(jar);
     let b = store::get(&mut db, &tenant, id)
         .await
         .map_err(|e| db.fail(e))?
@@ -341,7 +309,7 @@ async fn update(
     ApiPath(id): ApiPath<Uuid>,
     UiForm(form): UiForm<BookmarkForm>,
 ) -> Result<Response, ApiError> {
-    check_csrf(&jar, &form.csrf)?;
+    csrf::check(&jar, &form.csrf)?;
     let page = refill(&form, &tenant, form.csrf.clone(), Some(id));
     let input = PatchInput {
         url: Some(form.url),
@@ -369,7 +337,7 @@ async fn delete(
     ApiPath(id): ApiPath<Uuid>,
     UiForm(form): UiForm<CsrfForm>,
 ) -> Result<Response, ApiError> {
-    check_csrf(&jar, &form.csrf)?;
+    csrf::check(&jar, &form.csrf)?;
     store::delete(&mut db, &tenant, id)
         .await
         .map_err(|e| db.fail(e))?;

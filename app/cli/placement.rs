@@ -6,15 +6,13 @@ use std::io::Write;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use serde_json::json;
-
 use super::EXIT_CONFIG;
 use crate::bookmarks::TENANT_TABLES;
 use crate::configuration::Settings;
-use crate::sharding::directory::placement::{Change, PlacementError, Placer};
+use crate::sharding::ShardSet;
+use crate::sharding::directory::placement::{Change, PlacementError, Placer, pin_entries};
 use crate::sharding::directory::table;
 use crate::sharding::shard_set::{PgPool, build_pool};
-use crate::sharding::{ShardKey, ShardSet};
 use crate::tenancy::TenantId;
 
 #[derive(Debug, clap::Args)]
@@ -138,42 +136,9 @@ pub async fn pins(settings: &Settings) -> ExitCode {
     if !topology.directory_router {
         eprintln!("note: directory_router is off: directory rows are listed but not consulted");
     }
-    let hash_shard = |key: &str| set.get(set.hash_route(ShardKey::Str(key)).shard).name();
     let mut out = std::io::stdout().lock();
-    let mut lines = Vec::new();
-    for row in &rows {
-        let mut line = json!({
-            "tenant": row.tenant_key,
-            "shard": row.shard_name,
-            "source": "directory",
-            "effective": topology.directory_router,
-            "slot": ShardKey::Str(&row.tenant_key).slot().index(),
-            "hash_shard": hash_shard(&row.tenant_key),
-            "updated_at": row.updated_at,
-            "note": row.note,
-        });
-        if set.by_name(&row.shard_name).is_none() {
-            line["problem"] = json!(format!(
-                "shard {:?} is not configured: this tenant's requests fail",
-                row.shard_name
-            ));
-        }
-        lines.push(line);
-    }
-    for (tenant, &index) in &topology.pins {
-        let shadowed = topology.directory_router && rows.iter().any(|r| &r.tenant_key == tenant);
-        lines.push(json!({
-            "tenant": tenant,
-            "shard": topology.shards[index].name.as_str(),
-            "source": "config",
-            "effective": !shadowed,
-            "slot": ShardKey::Str(tenant).slot().index(),
-            "hash_shard": hash_shard(tenant),
-            "updated_at": null,
-            "note": null,
-        }));
-    }
-    for line in lines {
+    for entry in pin_entries(&set, &rows) {
+        let line = serde_json::to_string(&entry).expect("a pin entry serializes");
         if writeln!(out, "{line}").is_err() {
             break;
         }

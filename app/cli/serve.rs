@@ -3,6 +3,7 @@
 use std::net::SocketAddr;
 use std::process::ExitCode;
 
+use crate::admin::AdminToken;
 use crate::configuration::Settings;
 use crate::startup::{Application, ServeOptions};
 
@@ -17,11 +18,23 @@ pub struct ServeArgs {
     /// Apply pending migrations first (implied by AUTUMN_ENV=development).
     #[arg(long)]
     pub migrate: bool,
+    /// Turns on /admin for whoever presents this token (at least 16 characters); unset or
+    /// empty leaves the admin page off.
+    #[arg(long, env = "ADMIN_TOKEN", hide_env_values = true, default_value = "")]
+    pub admin_token: String,
 }
 
 pub async fn run(settings: Settings, args: ServeArgs) -> ExitCode {
     let development = std::env::var("AUTUMN_ENV").as_deref() == Ok("development");
+    let admin_token = match AdminToken::from_env_value(&args.admin_token) {
+        Ok(token) => token,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(super::EXIT_CONFIG);
+        }
+    };
     let options = ServeOptions {
+        admin_token,
         bind: args.bind,
         instance_name: args.instance_name,
         migrate: args.migrate || development,

@@ -37,6 +37,14 @@ pub enum ApiError {
     UnsupportedMediaType(&'static str),
     #[error("the form was not submitted from this site")]
     CrossSite,
+    #[error("this page needs the admin token")]
+    Unauthorized,
+    #[error("the control database is unreachable; try again later")]
+    ControlUnavailable,
+    #[error("{path} does not accept {method}")]
+    MethodNotAllowed { method: String, path: String },
+    #[error("the request took longer than {} ms and was abandoned", .0.as_millis())]
+    RequestTimeout(std::time::Duration),
     #[error(transparent)]
     Shard(#[from] ShardError),
     #[error("internal error")]
@@ -53,6 +61,10 @@ impl ApiError {
             ApiError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ApiError::CrossSite => StatusCode::FORBIDDEN,
+            ApiError::Unauthorized => StatusCode::UNAUTHORIZED,
+            ApiError::ControlUnavailable => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
+            ApiError::RequestTimeout(_) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Shard(e) => match e {
                 ShardError::Unavailable { .. }
                 | ShardError::ReplicaUnavailable { .. }
@@ -95,6 +107,16 @@ impl ApiError {
                 ("unsupported_media_type", self.to_string(), json!({}))
             }
             ApiError::CrossSite => ("cross_site_request", self.to_string(), json!({})),
+            ApiError::Unauthorized => ("unauthorized", self.to_string(), json!({})),
+            ApiError::ControlUnavailable => (
+                "control_unavailable",
+                self.to_string(),
+                json!({ "database": "control" }),
+            ),
+            ApiError::MethodNotAllowed { .. } => {
+                ("method_not_allowed", self.to_string(), json!({}))
+            }
+            ApiError::RequestTimeout(_) => ("request_timeout", self.to_string(), json!({})),
             ApiError::Shard(e) => match e {
                 ShardError::ReplicaUnavailable { shard } => (
                     "replica_unavailable",
@@ -211,6 +233,13 @@ impl IntoResponse for ApiError {
             response
                 .headers_mut()
                 .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+        }
+        if let ApiError::Unauthorized = self {
+            // Makes browsers show their own login prompt: any user name, the token as password.
+            response.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                HeaderValue::from_static("Basic realm=\"bookmarks admin\", charset=\"UTF-8\""),
+            );
         }
         response
     }

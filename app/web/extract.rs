@@ -1,4 +1,5 @@
-//! Request extractors: `Tenant`, `ShardedDb`, `ShardedReadDb` and `Shards`.
+//! Request extractors: `Tenant`, `ShardedDb`, `ShardedReadDb`, `Shards` and `CrossShard`, and
+//! the body/query/path extractors whose rejections are API errors.
 //!
 //! Handlers name what they need and never compute a slot: the extractor resolves the tenant,
 //! routes it, checks out the right connection and records the serving shard for the
@@ -8,7 +9,7 @@ use std::marker::PhantomData;
 use std::ops::{Deref, DerefMut};
 use std::sync::{Arc, OnceLock};
 
-use axum::extract::FromRequestParts;
+use axum::extract::{Form, FromRequest, FromRequestParts, Json, Path, Query};
 use axum::http::request::Parts;
 use diesel_async::AsyncConnection;
 use diesel_async::AsyncPgConnection;
@@ -17,6 +18,7 @@ use futures::future::BoxFuture;
 use super::error::ApiError;
 use super::state::AppState;
 use crate::sharding::access::{ShardConn, ShardError, Shards};
+use crate::sharding::cross_shard::CrossShard;
 use crate::tenancy::{self, TenantId};
 
 /// Filled in by the extractors with the name of the shard that served the request.
@@ -162,3 +164,32 @@ impl FromRequestParts<AppState> for Shards {
         Ok(state.shards.clone())
     }
 }
+
+/// Tenant-free, read-only access to every shard, each part bounded by the shard timeout.
+impl FromRequestParts<AppState> for CrossShard {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(_: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
+        Ok(CrossShard::new(state.shards.clone(), state.shard_timeout))
+    }
+}
+
+/// `Json` whose rejections are API errors (JSON bodies, never plain text).
+#[derive(FromRequest)]
+#[from_request(via(Json), rejection(ApiError))]
+pub struct ApiJson<T>(pub T);
+
+/// `Query` whose rejections are API errors.
+#[derive(FromRequestParts)]
+#[from_request(via(Query), rejection(ApiError))]
+pub struct ApiQuery<T>(pub T);
+
+/// `Path` whose rejections are API errors (a malformed id is simply not found).
+#[derive(FromRequestParts)]
+#[from_request(via(Path), rejection(ApiError))]
+pub struct ApiPath<T>(pub T);
+
+/// `Form` whose rejections are API errors.
+#[derive(FromRequest)]
+#[from_request(via(Form), rejection(ApiError))]
+pub struct UiForm<T>(pub T);

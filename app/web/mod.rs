@@ -1,6 +1,7 @@
 //! The HTTP layer: state, extractors, the error mapping, health, metrics and the router
 //! with its middleware stack.
 
+pub mod csrf;
 pub mod error;
 pub mod extract;
 pub mod health;
@@ -11,11 +12,13 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
-use axum::http::{HeaderName, HeaderValue, Request, StatusCode};
+use axum::extract::State;
+use axum::http::{HeaderName, HeaderValue, Request, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
 use tower_http::set_header::SetResponseHeaderLayer;
-use tower_http::timeout::TimeoutLayer;
 use tower_http::trace::{DefaultOnResponse, TraceLayer};
 
 use crate::bookmarks;
@@ -30,8 +33,11 @@ const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 pub fn router(state: AppState, request_timeout: Duration) -> Router {
     let served_by = HeaderValue::from_str(&state.instance_name)
         .unwrap_or_else(|_| HeaderValue::from_static("invalid-instance-name"));
-    Router::new()
-        .merge(bookmarks::api::routes())
+    let mut app = Router::new();
+    if state.admin_token.is_some() {
+        app = app.merge(crate::admin::routes(&state));
+    }
+    app.merge(bookmarks::api::routes())
         .merge(bookmarks::ui::routes())
         .route("/api/stats", get(bookmarks::stats::stats))
         .route("/health", get(health::health))
@@ -42,9 +48,9 @@ pub fn router(state: AppState, request_timeout: Duration) -> Router {
         .fallback(|| async { error::ApiError::NotFound("no such route") })
         .layer(axum::middleware::from_fn(metrics::track))
         .layer(DefaultBodyLimit::max(BODY_LIMIT_BYTES))
-        .layer(TimeoutLayer::with_status_code(
-            StatusCode::SERVICE_UNAVAILABLE,
+        .layer(axum::middleware::from_fn_with_state(
             request_timeout,
+            json_fallbacks,
         ))
         .layer(SetResponseHeaderLayer::overriding(
             HeaderName::from_static("x-served-by"),
@@ -73,4 +79,34 @@ pub fn router(state: AppState, request_timeout: Duration) -> Router {
         )
         .layer(SetRequestIdLayer::new(REQUEST_ID, MakeRequestUuid))
         .with_state(state)
+}
+
+/// Bounds every request by `request_timeout` and gives the two answers the framework would
+/// otherwise send with an empty body, a timeout and a wrong method, the API's JSON error
+/// format (keeping the `Allow` header of a 405).
+async fn json_fallbacks(
+    State(request_timeout): State<Duration>,
+    req: axum::extract::Request,
+    next: Next,
+) -> Response {
+    let method = req.method().to_string();
+    let path = req.uri().path().to_owned();
+    let response = match tokio::time::timeout(request_timeout, next.run(req)).await {
+        Ok(response) => response,
+        Err(_) => {
+            tracing::warn!(%method, %path, "request timed out");
+            return error::ApiError::RequestTimeout(request_timeout).into_response();
+        }
+    };
+    if response.status() != StatusCode::METHOD_NOT_ALLOWED
+        || response.headers().contains_key(header::CONTENT_TYPE)
+    {
+        return response;
+    }
+    let allow = response.headers().get(header::ALLOW).cloned();
+    let mut json = error::ApiError::MethodNotAllowed { method, path }.into_response();
+    if let Some(allow) = allow {
+        json.headers_mut().insert(header::ALLOW, allow);
+    }
+    json
 }

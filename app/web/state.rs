@@ -4,6 +4,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::admin::AdminToken;
 use crate::configuration::Settings;
 use crate::sharding::DirectoryRouter;
 use crate::sharding::access::Shards;
@@ -20,6 +21,8 @@ pub struct Inner {
     /// The directory router, when `[sharding] directory_router` is on (also installed in
     /// `shards`); kept here for its metrics and health.
     pub directory: Option<Arc<DirectoryRouter>>,
+    /// Turns the admin page on (`ADMIN_TOKEN`); `None` leaves `/admin` unmounted.
+    pub admin_token: Option<AdminToken>,
     /// `X-Served-By` value.
     pub instance_name: String,
     /// Bound on one shard's part of a fan-out and of one readiness probe.

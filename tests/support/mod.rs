@@ -307,6 +307,17 @@ impl Layout {
     }
 }
 
+/// Serve options for tests: a free port, quick replica checks.
+pub fn test_options(instance: &str) -> ServeOptions {
+    ServeOptions {
+        bind: "127.0.0.1:0".parse().unwrap(),
+        instance_name: instance.to_owned(),
+        shard_timeout: Duration::from_millis(1500),
+        replica_check_interval: Duration::from_millis(300),
+        ..ServeOptions::default()
+    }
+}
+
 /// A running application and a client for it.
 pub struct TestApp {
     pub base: String,
@@ -325,13 +336,11 @@ impl TestApp {
     }
 
     pub async fn spawn_unmigrated(settings: Settings, instance: &str) -> TestApp {
-        let options = ServeOptions {
-            bind: "127.0.0.1:0".parse().unwrap(),
-            instance_name: instance.to_owned(),
-            shard_timeout: Duration::from_millis(1500),
-            replica_check_interval: Duration::from_millis(300),
-            ..ServeOptions::default()
-        };
+        Self::start(settings, test_options(instance)).await
+    }
+
+    /// Spawns the app with `options` (see [`test_options`]); migrates nothing.
+    pub async fn start(settings: Settings, options: ServeOptions) -> TestApp {
         let app = Application::build(settings.clone(), options)
             .await
             .expect("app builds");

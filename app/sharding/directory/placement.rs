@@ -127,6 +127,71 @@ fn without_directory(shards: &ShardSet, tenant: &str) -> Placement {
     }
 }
 
+/// One placed tenant as operators list them: a directory row or a config pin, and
+/// whether it is the rule in effect.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct PinEntry {
+    pub tenant: String,
+    pub shard: String,
+    /// `directory` or `config`.
+    pub source: &'static str,
+    /// False for a directory row while directory routing is off, and for a config pin
+    /// shadowed by a directory row.
+    pub effective: bool,
+    pub slot: u16,
+    pub hash_shard: String,
+    pub updated_at: Option<chrono::DateTime<chrono::Utc>>,
+    pub note: Option<String>,
+    /// Set when the entry cannot work as written (a shard that is not configured).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub problem: Option<String>,
+}
+
+/// Every directory row, then every config pin, with the rule each is subject to.
+pub fn pin_entries(shards: &ShardSet, rows: &[table::DirectoryRow]) -> Vec<PinEntry> {
+    let topology = shards.topology();
+    let hash_shard = |key: &str| {
+        shards
+            .get(shards.hash_route(ShardKey::Str(key)).shard)
+            .name()
+            .to_owned()
+    };
+    let mut entries: Vec<PinEntry> = rows
+        .iter()
+        .map(|row| PinEntry {
+            tenant: row.tenant_key.clone(),
+            shard: row.shard_name.clone(),
+            source: "directory",
+            effective: topology.directory_router,
+            slot: ShardKey::Str(&row.tenant_key).slot().index(),
+            hash_shard: hash_shard(&row.tenant_key),
+            updated_at: Some(row.updated_at),
+            note: row.note.clone(),
+            problem: shards.by_name(&row.shard_name).is_none().then(|| {
+                format!(
+                    "shard {:?} is not configured: this tenant's requests fail",
+                    row.shard_name
+                )
+            }),
+        })
+        .collect();
+    for (tenant, &index) in &topology.pins {
+        let shadowed = topology.directory_router && rows.iter().any(|r| &r.tenant_key == tenant);
+        entries.push(PinEntry {
+            tenant: tenant.clone(),
+            shard: topology.shards[index].name.as_str().to_owned(),
+            source: "config",
+            effective: !shadowed,
+            slot: ShardKey::Str(tenant).slot().index(),
+            hash_shard: hash_shard(tenant),
+            updated_at: None,
+            note: None,
+            problem: None,
+        });
+    }
+    entries
+}
+
 /// Places tenants through the directory table of one deployment.
 pub struct Placer<'a> {
     pub shards: &'a ShardSet,

@@ -1,0 +1,145 @@
+//! Tenant lookup: where one tenant routes and why, and where its rows actually are.
+//! Rows are counted on every shard's primary, not only the one it routes to: rows on a
+//! shard that does not serve the tenant are strays (an unfinished move, a forced pin),
+//! which no request of the tenant will ever see.
+
+use serde::Serialize;
+
+use super::moves::{self, MoveSummary};
+use crate::bookmarks::TENANT_TABLES;
+use crate::sharding::ShardKey;
+use crate::sharding::cross_shard::{Coverage, CrossShard, public_reason};
+use crate::sharding::directory::placement;
+use crate::sharding::router::{PinRouter, RouteVia};
+use crate::sharding::tenant_rows;
+use crate::tenancy::TenantId;
+use crate::web::state::AppState;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct RowsOnShard {
+    pub shard: String,
+    pub rows: Option<i64>,
+    /// The shard the tenant routes to.
+    pub serves: bool,
+    /// Rows here that the tenant's requests never reach.
+    pub stray: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct TenantReport {
+    pub tenant: String,
+    pub slot: u16,
+    pub hash_shard: String,
+    pub config_pin: Option<String>,
+    pub directory_pin: Option<String>,
+    /// Where requests go: directory (when on) → config pin → hash.
+    pub effective_shard: Option<String>,
+    pub via: Option<&'static str>,
+    /// Why the directory could not be read (then the effective shard is unknown).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub directory_error: Option<String>,
+    pub rows: Vec<RowsOnShard>,
+    pub strays: bool,
+    pub moves: Vec<MoveSummary>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub moves_error: Option<String>,
+    pub shards: Vec<Coverage>,
+}
+
+pub async fn report(state: &AppState, cross: &CrossShard, tenant: &TenantId) -> TenantReport {
+    let set = state.shards.set();
+    let key = tenant.as_str();
+    let hash = set.hash_route(ShardKey::Str(key));
+    let config_pin = PinRouter::from_shard_set(set)
+        .pinned(ShardKey::Str(key))
+        .map(|id| set.get(id).name().to_owned());
+    let directory = async {
+        let mut conn = state.control.get().await.map_err(|e| e.to_string())?;
+        placement::current(&mut conn, set, key)
+            .await
+            .map_err(|e| e.to_string())
+    };
+    let directory = async {
+        tokio::time::timeout(state.shard_timeout, directory)
+            .await
+            .unwrap_or_else(|_| Err("no answer in time".to_owned()))
+    };
+    let owned = key.to_owned();
+    let counts = cross.read_primaries(move |conn| {
+        let tenant = owned.clone();
+        Box::pin(async move { tenant_rows::count(conn, TENANT_TABLES, &tenant).await })
+    });
+    let (directory, counts, moves) =
+        futures::join!(directory, counts, moves::recent(state, Some(key)));
+
+    let (directory_pin, effective, directory_error) = match directory {
+        Ok(p) => {
+            let pinned = (p.via == RouteVia::Directory.as_str()).then(|| p.shard.clone());
+            // A directory row is only consulted when directory routing is on.
+            let effective = if pinned.is_some() && !set.topology().directory_router {
+                (
+                    config_pin
+                        .clone()
+                        .unwrap_or_else(|| set.get(hash.shard).name().to_owned()),
+                    if config_pin.is_some() {
+                        RouteVia::Pin.as_str()
+                    } else {
+                        RouteVia::Hash.as_str()
+                    },
+                )
+            } else {
+                (p.shard, p.via)
+            };
+            (pinned, Some(effective), None)
+        }
+        Err(cause) => {
+            tracing::warn!(error = %cause, "admin lookup: cannot read the directory");
+            (None, None, Some("unreachable".to_owned()))
+        }
+    };
+    let shards = counts.coverage();
+    let rows: Vec<RowsOnShard> = counts
+        .answers
+        .iter()
+        .map(|a| {
+            let serves = effective.as_ref().is_some_and(|(s, _)| s == &a.shard);
+            match &a.outcome {
+                Ok(ok) => RowsOnShard {
+                    shard: a.shard.clone(),
+                    rows: Some(ok.value),
+                    serves,
+                    stray: effective.is_some() && !serves && ok.value > 0,
+                    error: None,
+                },
+                Err(e) => RowsOnShard {
+                    shard: a.shard.clone(),
+                    rows: None,
+                    serves,
+                    stray: false,
+                    error: Some(public_reason(e)),
+                },
+            }
+        })
+        .collect();
+    let (moves, moves_error) = match moves {
+        Ok(m) => (m, None),
+        Err(e) => (Vec::new(), Some(e)),
+    };
+    TenantReport {
+        tenant: key.to_owned(),
+        slot: hash.slot.index(),
+        hash_shard: set.get(hash.shard).name().to_owned(),
+        config_pin,
+        directory_pin,
+        via: effective.as_ref().map(|(_, via)| *via),
+        effective_shard: effective.map(|(s, _)| s),
+        directory_error,
+        strays: rows.iter().any(|r| r.stray),
+        rows,
+        moves,
+        moves_error,
+        shards,
+    }
+}

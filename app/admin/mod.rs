@@ -1,0 +1,112 @@
+//! The operator's admin page (`/admin`) and its JSON twins (`/admin/api/*`): every shard at
+//! a glance, the slot map, a browse across shards, tenant lookup and placement.
+//!
+//! Mounted only when `ADMIN_TOKEN` is set, behind [`auth::require`]. Reads go through
+//! [`CrossShard`] (read-only, bounded, and honest about which shards answered); the only
+//! write is placement, through the same `Placer` rules as `bookmarks pin`.
+
+pub mod auth;
+mod browse;
+mod lookup;
+mod moves;
+mod overview;
+mod page;
+
+pub use auth::AdminToken;
+
+use axum::Router;
+use axum::extract::State;
+use axum::response::{IntoResponse, Json, Response};
+use axum::routing::{get, post};
+use serde_json::json;
+
+use crate::sharding::cross_shard::CrossShard;
+use crate::tenancy::TenantId;
+use crate::web::error::ApiError;
+use crate::web::extract::{ApiPath, ApiQuery};
+use crate::web::state::AppState;
+
+pub fn routes(state: &AppState) -> Router<AppState> {
+    Router::new()
+        .route("/admin", get(page::show))
+        .route("/admin/pin", post(page::pin))
+        .route("/admin/unpin", post(page::unpin))
+        .route("/admin/api/shards", get(api_shards))
+        .route("/admin/api/slots", get(api_slots))
+        .route("/admin/api/bookmarks", get(api_bookmarks))
+        .route("/admin/api/tenants/{key}", get(api_tenant))
+        .route("/admin/api/pins", get(api_pins))
+        .route("/admin/api/moves", get(api_moves))
+        .route_layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            auth::require,
+        ))
+}
+
+/// A tenant id typed by an operator; the error names the field.
+fn tenant_param(raw: &str) -> Result<TenantId, ApiError> {
+    TenantId::parse(raw.trim()).map_err(|e| ApiError::BadRequest {
+        code: "invalid_tenant",
+        message: format!("tenant: {e}"),
+    })
+}
+
+async fn api_shards(State(state): State<AppState>, cross: CrossShard) -> Response {
+    let (cards, facts) = overview::shard_cards(&state, &cross).await;
+    Json(json!({ "shards": cards, "coverage": facts.coverage() })).into_response()
+}
+
+async fn api_slots(State(state): State<AppState>) -> Response {
+    let set = state.shards.set();
+    let shards: Vec<_> = set
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            json!({
+                "name": s.name(),
+                "colour": overview::colour(i),
+                "slot_count": s.spec().slot_count(),
+                "ranges": s.spec().slots.iter().map(|r| [r.start(), r.end()]).collect::<Vec<_>>(),
+            })
+        })
+        .collect();
+    let (pins, control_error) = overview::pins(&state).await;
+    Json(json!({
+        "slot_count": crate::sharding::SLOT_COUNT,
+        "shards": shards,
+        "placed": pins,
+        "directory_error": control_error,
+    }))
+    .into_response()
+}
+
+async fn api_bookmarks(
+    cross: CrossShard,
+    ApiQuery(params): ApiQuery<browse::BrowseParams>,
+) -> Result<Response, ApiError> {
+    let request = params.parse()?;
+    Ok(Json(browse::page(&cross, &request).await).into_response())
+}
+
+async fn api_tenant(
+    State(state): State<AppState>,
+    cross: CrossShard,
+    ApiPath(key): ApiPath<String>,
+) -> Result<Response, ApiError> {
+    let tenant = tenant_param(&key)?;
+    Ok(Json(lookup::report(&state, &cross, &tenant).await).into_response())
+}
+
+async fn api_pins(State(state): State<AppState>) -> Result<Response, ApiError> {
+    match overview::pins(&state).await {
+        (pins, None) => Ok(Json(json!({ "pins": pins })).into_response()),
+        (_, Some(_)) => Err(ApiError::ControlUnavailable),
+    }
+}
+
+async fn api_moves(State(state): State<AppState>) -> Result<Response, ApiError> {
+    match moves::recent(&state, None).await {
+        Ok(moves) => Ok(Json(json!({ "moves": moves })).into_response()),
+        Err(_) => Err(ApiError::ControlUnavailable),
+    }
+}

@@ -1,0 +1,1 @@
+DROP INDEX bookmarks_created_at_id;
