@@ -47,6 +47,23 @@ async fn admin_json(app: &TestApp, path: &str) -> Value {
     res.json().await.unwrap()
 }
 
+/// GETs `path` with the token, expecting an error `status`; returns the JSON body.
+async fn admin_refusal(app: &TestApp, path: &str, status: u16) -> Value {
+    let res = app.get(path).bearer_auth(TOKEN).send().await.unwrap();
+    assert_eq!(res.status(), status, "{path}");
+    res.json().await.unwrap()
+}
+
+/// The ids of a browse page's items, in order.
+fn item_ids(page: &Value) -> Vec<String> {
+    page["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["id"].as_str().unwrap().to_owned())
+        .collect()
+}
+
 async fn admin_html(app: &TestApp, path: &str) -> String {
     let res = app.get(path).bearer_auth(TOKEN).send().await.unwrap();
     assert_eq!(res.status(), 200, "{path}");
@@ -197,12 +214,7 @@ async fn browsing_pages_across_shards_newest_first_forward_and_back_without_gaps
     loop {
         let page = admin_json(&app, &path).await;
         assert_eq!(page["complete"], true);
-        let ids: Vec<String> = page["items"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|i| i["id"].as_str().unwrap().to_owned())
-            .collect();
+        let ids = item_ids(&page);
         seen.extend(ids.clone());
         pages.push((ids, page["prev_cursor"].clone()));
         match page["next_cursor"].as_str() {
@@ -219,12 +231,7 @@ async fn browsing_pages_across_shards_newest_first_forward_and_back_without_gaps
     for i in (1..pages.len()).rev() {
         let prev = pages[i].1.as_str().expect("a later page links back");
         let page = admin_json(&app, &format!("/admin/api/bookmarks?limit=3&prev={prev}")).await;
-        let ids: Vec<String> = page["items"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|i| i["id"].as_str().unwrap().to_owned())
-            .collect();
+        let ids = item_ids(&page);
         assert_eq!(ids, pages[i - 1].0, "page {i} back");
     }
 
@@ -248,14 +255,7 @@ async fn browsing_pages_across_shards_newest_first_forward_and_back_without_gaps
             "invalid_cursor",
         ),
     ] {
-        let res = app
-            .get(&format!("/admin/api/bookmarks?{query}"))
-            .bearer_auth(TOKEN)
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(res.status(), 400, "{query}");
-        let body: Value = res.json().await.unwrap();
+        let body = admin_refusal(&app, &format!("/admin/api/bookmarks?{query}"), 400).await;
         assert_eq!(body["error"]["code"], code, "{query}: {body}");
     }
 
@@ -319,26 +319,11 @@ async fn a_tenant_lookup_counts_rows_on_every_shard_and_flags_strays() {
     let moves = admin_json(&app, "/admin/api/moves").await;
     assert_eq!(moves["moves"][0]["tenants"], json!(["initech"]));
 
-    let html = app
-        .get("/admin?lookup=initech")
-        .bearer_auth(TOKEN)
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let html = admin_html(&app, "/admin?lookup=initech").await;
     assert!(html.contains("id=\"lookup-result\""));
     assert!(html.contains("stray rows"));
 
-    let res = app
-        .get("/admin/api/tenants/no%20such")
-        .bearer_auth(TOKEN)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(res.status(), 400);
-    let body: Value = res.json().await.unwrap();
+    let body = admin_refusal(&app, "/admin/api/tenants/no%20such", 400).await;
     assert_eq!(body["error"]["code"], "invalid_tenant");
 }
 
@@ -366,10 +351,17 @@ async fn the_placement_form_pins_and_unpins_under_the_same_rules_as_the_cli() {
     let app = admin_app(&layout, "admin-place").await;
     let (cookie, token) = form_token(&app).await;
     let post = |path: &'static str, form: Vec<(&'static str, String)>| {
-        app.post(path)
-            .bearer_auth(TOKEN)
-            .header("cookie", cookie.clone())
-            .form(&form)
+        let cookie = cookie.clone();
+        let app = &app;
+        async move {
+            app.post(path)
+                .bearer_auth(TOKEN)
+                .header("cookie", cookie)
+                .form(&form)
+                .send()
+                .await
+                .unwrap()
+        }
     };
 
     // Without the form token: refused, nothing written.
@@ -377,9 +369,7 @@ async fn the_placement_form_pins_and_unpins_under_the_same_rules_as_the_cli() {
         "/admin/pin",
         vec![("tenant", "fresh-co".into()), ("shard", "shard1".into())],
     )
-    .send()
-    .await
-    .unwrap();
+    .await;
     assert_eq!(res.status(), 403);
     let (cport, cdb) = layout.control.clone();
     let rows = |t: &'static str| {
@@ -406,9 +396,7 @@ async fn the_placement_form_pins_and_unpins_under_the_same_rules_as_the_cli() {
             ("csrf", token.clone()),
         ],
     )
-    .send()
-    .await
-    .unwrap();
+    .await;
     assert_eq!(res.status(), 303);
     assert!(
         res.headers()["location"]
@@ -431,9 +419,7 @@ async fn the_placement_form_pins_and_unpins_under_the_same_rules_as_the_cli() {
             ("csrf", token.clone()),
         ],
     )
-    .send()
-    .await
-    .unwrap();
+    .await;
     assert_eq!(res.status(), 409);
     let html = res.text().await.unwrap();
     assert!(html.contains("id=\"placement-error\""), "the page says why");
@@ -449,9 +435,7 @@ async fn the_placement_form_pins_and_unpins_under_the_same_rules_as_the_cli() {
             ("csrf", token.clone()),
         ],
     )
-    .send()
-    .await
-    .unwrap();
+    .await;
     assert_eq!(res.status(), 400);
     assert!(res.text().await.unwrap().contains("no shard is named"));
 
@@ -460,9 +444,7 @@ async fn the_placement_form_pins_and_unpins_under_the_same_rules_as_the_cli() {
         "/admin/unpin",
         vec![("tenant", "fresh-co".into()), ("csrf", token.clone())],
     )
-    .send()
-    .await
-    .unwrap();
+    .await;
     assert_eq!(res.status(), 303);
     assert!(rows("fresh-co").await.is_empty());
     let pins = admin_json(&app, "/admin/api/pins").await;
@@ -491,15 +473,7 @@ async fn with_a_shard_down_every_view_answers_with_what_it_has_and_names_the_mis
     assert_eq!(page["shards"][1]["shard"], "shard1");
     assert_eq!(page["shards"][1]["status"], "missing");
 
-    let html = app
-        .get("/admin")
-        .bearer_auth(TOKEN)
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let html = admin_html(&app, "/admin").await;
     let banner = html
         .split("id=\"banner\"")
         .nth(1)

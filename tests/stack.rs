@@ -7,6 +7,7 @@
 //! by scripts/build-offline-images.sh and scripts/build-offline-app-image.sh); otherwise the
 //! stack is built and pulled as users run it.
 
+mod browser;
 mod support;
 
 use std::process::{Command, Output};
@@ -14,6 +15,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use browser::Browser;
 use serde_json::{Value, json};
 use support::{eventually, free_port, unique};
 use testcontainers::compose::DockerCompose;
@@ -74,6 +76,98 @@ impl Stack {
         })
         .await
     }
+}
+
+/// The development admin token the stack gets from `.env`.
+fn admin_token() -> String {
+    let env = std::fs::read_to_string(format!("{ROOT}/.env")).expect(".env is committed");
+    env.lines()
+        .find_map(|l| l.strip_prefix("ADMIN_TOKEN="))
+        .expect(".env sets ADMIN_TOKEN")
+        .trim()
+        .to_owned()
+}
+
+/// The admin page and the tenant UI in headless Chromium, through nginx: the Basic-auth
+/// prompt answered, both shards and the slot map shown, the browse table paged forward and
+/// back, a tenant looked up, and one bookmark added through the tenant UI.
+async fn browse_the_admin_page_and_the_tenant_ui(port: u16) -> Browser {
+    let b = Browser::start().await;
+    let token = admin_token();
+    let base = format!("http://127.0.0.1:{port}");
+    // Credentials in the URL answer the Basic prompt; the browser then reuses them for
+    // the whole origin, as it would after a user typed them into its prompt.
+    b.client
+        .goto(&format!("http://admin:{token}@127.0.0.1:{port}/admin"))
+        .await
+        .unwrap();
+    assert_eq!(b.client.title().await.unwrap(), "Admin · Bookmarks");
+    assert_eq!(b.count(".shard-card").await, 2, "a card per shard");
+    assert!(
+        b.text(".shard-card[data-shard=shard0]")
+            .await
+            .contains("0-8191")
+    );
+    assert!(
+        b.text(".shard-card[data-shard=shard1]")
+            .await
+            .contains("8192-16383")
+    );
+    assert!(
+        b.count("#slot-map svg rect").await >= 128,
+        "the slot map is drawn"
+    );
+    b.screenshot("admin").await;
+
+    let first_row = b.attr("#browse-table tr[data-id]", "data-id").await;
+    assert!(first_row.is_some(), "the browse table lists bookmarks");
+    b.click("#browse-older").await;
+    assert!(
+        b.client
+            .current_url()
+            .await
+            .unwrap()
+            .as_str()
+            .contains("cursor=")
+    );
+    let second_row = b.attr("#browse-table tr[data-id]", "data-id").await;
+    assert_ne!(second_row, first_row, "the next page starts further down");
+    b.screenshot("admin-older").await;
+    b.click("#browse-newer").await;
+    b.wait_for_url("prev=").await;
+    let back = b.attr("#browse-table tr[data-id]", "data-id").await;
+    assert_eq!(back, first_row, "Newer leads back to the first page");
+
+    b.submit("#lookup-form", &[("lookup", "initech")]).await;
+    b.wait_for("#lookup-result").await;
+    let effective = b.text("#effective-shard").await;
+    assert!(
+        effective.contains("shard0"),
+        "initech was moved to shard0: {effective}"
+    );
+    b.screenshot("admin-lookup").await;
+
+    // The tenant UI: pick a tenant, add a bookmark, see it listed.
+    b.client.goto(&format!("{base}/tenant")).await.unwrap();
+    b.submit("form", &[("tenant", "browser-co")]).await;
+    b.wait_for("form.filters").await;
+    b.client
+        .goto(&format!("{base}/bookmarks/new"))
+        .await
+        .unwrap();
+    b.submit(
+        "form",
+        &[
+            ("url", "https://browser.example/added"),
+            ("title", "Added in a real browser"),
+        ],
+    )
+    .await;
+    b.wait_for("ul li").await;
+    let listed = b.text("ul").await;
+    assert!(listed.contains("Added in a real browser"), "{listed}");
+    b.screenshot("tenant-ui").await;
+    b
 }
 
 fn offline() -> bool {
@@ -322,6 +416,8 @@ async fn the_compose_stack_serves_through_nginx_survives_outages_and_tears_down_
         "both replicas served and agreed"
     );
 
+    let browser = browse_the_admin_page_and_the_tenant_ui(port).await;
+
     // The replica is in recovery and streams a fresh shard0 row within 5 s.
     assert_eq!(
         stack.psql("postgres-shard-0-replica", "select pg_is_in_recovery()"),
@@ -384,6 +480,22 @@ async fn the_compose_stack_serves_through_nginx_survives_outages_and_tears_down_
         .unwrap();
     assert_eq!(res.status(), 200);
     assert_eq!(stack.get("/ready").send().await.unwrap().status(), 503);
+    // The admin page still renders, and its banner names the missing shard.
+    browser
+        .client
+        .goto(&format!("{}/admin", stack.base))
+        .await
+        .unwrap();
+    let banner = browser.text("#banner").await;
+    assert!(banner.contains("shard1 is missing"), "{banner}");
+    assert!(
+        browser
+            .text(".shard-card[data-shard=shard0]")
+            .await
+            .contains("up")
+    );
+    browser.screenshot("admin-shard-down").await;
+    browser.close().await;
     stack.compose(&["start", "postgres-shard-1"]);
     let recovered = eventually(Duration::from_secs(30), || async {
         let ok = matches!(stack.get("/api/bookmarks").header("X-Tenant-Id", "acme-corp").send().await, Ok(r) if r.status() == 200);
