@@ -12,7 +12,9 @@ use tokio::net::TcpListener;
 
 use crate::admin::AdminToken;
 use crate::configuration::Settings;
+use crate::jobs::worker::{self, JobCounts, WorkerOptions};
 use crate::migrate::{self, Kind, Selection};
+use crate::search::reindexer::{self, IndexStates, ReindexOptions};
 use crate::sharding::access::Shards;
 use crate::sharding::directory::listener;
 use crate::sharding::health::spawn_replica_monitor;
@@ -38,6 +40,10 @@ pub struct ServeOptions {
     pub replica_check_interval: Duration,
     /// Mounts the admin page, for whoever presents this token.
     pub admin_token: Option<AdminToken>,
+    /// Run the background work (a reindexer per shard, a job worker) in this process.
+    pub background: bool,
+    pub reindex: ReindexOptions,
+    pub jobs: WorkerOptions,
 }
 
 impl Default for ServeOptions {
@@ -50,6 +56,9 @@ impl Default for ServeOptions {
             request_timeout: Duration::from_secs(10),
             replica_check_interval: Duration::from_secs(2),
             admin_token: None,
+            background: true,
+            reindex: ReindexOptions::default(),
+            jobs: WorkerOptions::default(),
         }
     }
 }
@@ -59,6 +68,7 @@ pub struct Application {
     router: axum::Router,
     state: AppState,
     replica_check_interval: Duration,
+    background: Option<(ReindexOptions, WorkerOptions)>,
 }
 
 impl Application {
@@ -90,6 +100,7 @@ impl Application {
             None => Arc::new(PinRouter::from_shard_set(&set)),
         };
         let replicas = Arc::new(ReplicaStates::new(&set));
+        let index = Arc::new(IndexStates::new(&set));
         let state = AppState(Arc::new(Inner {
             settings,
             shards: Shards::new(set, router, replicas),
@@ -101,6 +112,8 @@ impl Application {
             expected_control_migrations: migrate::expected_versions(Kind::Control),
             expected_shard_migrations: Arc::new(migrate::expected_versions(Kind::Shard)),
             metrics: crate::web::metrics::recorder(),
+            index,
+            jobs: Arc::new(JobCounts::default()),
         }));
         let listener = TcpListener::bind(options.bind)
             .await
@@ -111,6 +124,9 @@ impl Application {
             router,
             state,
             replica_check_interval: options.replica_check_interval,
+            background: options
+                .background
+                .then_some((options.reindex, options.jobs)),
         })
     }
 
@@ -124,34 +140,70 @@ impl Application {
         &self.state
     }
 
+    /// Starts what runs beside the requests: the replica monitor, the directory listener
+    /// (with directory routing), and when enabled the reindexers and the job worker.
+    /// They run until aborted.
+    fn spawn_tasks(&self) -> Vec<tokio::task::JoinHandle<()>> {
+        let state = &self.state;
+        let (set, replicas) = state.shards.shared();
+        let mut tasks = vec![spawn_replica_monitor(
+            set,
+            replicas,
+            Arc::clone(&state.expected_shard_migrations),
+            self.replica_check_interval,
+        )];
+        if let Some(router) = state.directory.clone() {
+            let topology = state.shards.set().topology();
+            tasks.push(listener::spawn(
+                router,
+                topology.control_url.clone(),
+                topology.connect_timeout,
+            ));
+        }
+        if let Some((reindex, jobs)) = self.background {
+            tasks.extend(reindexer::spawn_all(
+                state.shards.set(),
+                Arc::clone(&state.index),
+                &state.instance_name,
+                reindex,
+            ));
+            let worker_id = format!(
+                "{}/{}/{:08x}",
+                state.instance_name,
+                std::process::id(),
+                rand::random::<u32>()
+            );
+            tasks.push(worker::spawn(
+                state.control.clone(),
+                state.shards.clone(),
+                worker_id,
+                jobs,
+                Arc::clone(&state.jobs),
+            ));
+        }
+        tasks
+    }
+
+    /// Runs only the background work (no HTTP) until `shutdown`: `bookmarks worker`.
+    pub async fn run_background_until(self, shutdown: impl Future<Output = ()> + Send + 'static) {
+        let tasks = self.spawn_tasks();
+        tracing::info!(instance = %self.state.instance_name, "worker running");
+        shutdown.await;
+        tasks.iter().for_each(|t| t.abort());
+        tracing::info!("worker stopped");
+    }
+
     /// Serves until `shutdown` completes, then stops accepting and drains in-flight requests.
     pub async fn run_until(
         self,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
-        let (set, replicas) = self.state.shards.shared();
-        let monitor = spawn_replica_monitor(
-            set,
-            replicas,
-            Arc::clone(&self.state.expected_shard_migrations),
-            self.replica_check_interval,
-        );
-        let directory_listener = self.state.directory.clone().map(|router| {
-            let topology = self.state.shards.set().topology();
-            listener::spawn(
-                router,
-                topology.control_url.clone(),
-                topology.connect_timeout,
-            )
-        });
+        let tasks = self.spawn_tasks();
         tracing::info!(addr = %self.local_addr(), instance = %self.state.instance_name, "serving");
         let result = axum::serve(self.listener, self.router)
             .with_graceful_shutdown(shutdown)
             .await;
-        monitor.abort();
-        if let Some(task) = directory_listener {
-            task.abort();
-        }
+        tasks.iter().for_each(|t| t.abort());
         tracing::info!("stopped");
         result
     }

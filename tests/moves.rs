@@ -242,6 +242,35 @@ async fn run_moves_a_tenant_with_its_ids_timestamps_and_tags_and_leaves_nothing_
     let status = tool.status(done["id"].as_i64().unwrap());
     assert_eq!(status["tenants"], json!([t]));
     assert_eq!(status["from"], home.as_str());
+
+    // Search follows the move: the destination indexes every row and counts every tag
+    // (the move's reindex_tenant job rebuilds it there), and the source's index and
+    // backlog for the tenant drain away with its rows.
+    let job_key = format!("move-{}-reindex-{t}", done["id"]);
+    let index_moved = eventually(Duration::from_secs(10), || async {
+        let job = sql(
+            layout.control.0,
+            &layout.control.1,
+            &format!("SELECT state, result->>'shard' FROM autumn_jobs WHERE idempotency_key = '{job_key}'"),
+        )
+        .await;
+        let on = |shard: &str, query: &str| {
+            let (port, db) = port_of(&layout, shard);
+            let query = query.replace("$t", &t);
+            async move { sql(port, &db, &query).await[0][0].clone().unwrap_or_default() }
+        };
+        job == vec![vec![Some("done".to_owned()), Some(away.clone())]]
+            && on(&away, "SELECT count(*) FROM bookmark_search WHERE tenant_id = '$t'").await == "13"
+            && on(&away, "SELECT count FROM tenant_tags WHERE tenant_id = '$t' AND tag = 'a'").await == "12"
+            && on(&home, "SELECT count(*) FROM search_pending WHERE tenant_id = '$t'").await == "0"
+            && on(&home, "SELECT count(*) FROM bookmark_search WHERE tenant_id = '$t'").await == "0"
+            && on(&home, "SELECT count(*) FROM tenant_tags WHERE tenant_id = '$t'").await == "0"
+    })
+    .await;
+    assert!(index_moved, "the index moved with the tenant");
+    let found = app.get_json("/api/bookmarks?q=t7", &t).await;
+    assert_eq!(found["items"].as_array().unwrap().len(), 1);
+    assert_eq!(found["items"][0]["indexed"], true);
     app.stop().await;
 }
 

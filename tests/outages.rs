@@ -11,20 +11,7 @@ use support::*;
 
 #[tokio::test]
 async fn a_stopped_shard_degrades_to_partial_answers_and_recovers_without_a_restart() {
-    let network = unique("bookmarks-outage-net");
-    let (main, doomed) = tokio::join!(start_server(&network), start_server(&network));
-    for db in ["control", "shard0"] {
-        create_database(main.port, db).await;
-    }
-    create_database(doomed.port, "shard1").await;
-    let layout = Layout {
-        control: (main.port, "control".to_owned()),
-        shards: vec![
-            ("shard0".to_owned(), main.port, "shard0".to_owned(), None),
-            ("shard1".to_owned(), doomed.port, "shard1".to_owned(), None),
-        ],
-        extra: String::new(),
-    };
+    let (_main, doomed, layout) = split_servers("bookmarks-outage-net").await;
     let app = TestApp::spawn(layout.settings(), "outage").await;
     app.create("hooli", json!({"url": "https://h.example"}))
         .await; // shard0

@@ -329,7 +329,10 @@ fn total_max_connections_counts_control_primaries_and_only_configured_replicas()
         shard("b", None)
     );
     let s = load(&text).unwrap();
-    assert_eq!(s.topology.total_max_connections(), 5 + (7 + 3) + 7);
+    assert_eq!(
+        s.topology.total_max_connections(),
+        5 + (7 + 3 + 1) + (7 + 1)
+    );
 }
 
 const TWO_EXPLICIT: &str = r#"
@@ -553,7 +556,7 @@ fn directory_settings_have_defaults_and_environment_overrides() {
         std::time::Duration::from_millis(1500)
     );
     // The listener's connection counts toward the budget.
-    assert_eq!(s.topology.total_max_connections(), 8 + 1 + 8);
+    assert_eq!(s.topology.total_max_connections(), 8 + 1 + (8 + 1));
     let p = load_env(
         &format!("{CONTROL}{}", shard("a", None)),
         &[("AUTUMN_SHARDING__DIRECTORY_ROUTER", "yes")],

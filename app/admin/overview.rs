@@ -9,6 +9,7 @@ use diesel_async::RunQueryDsl;
 use serde::Serialize;
 
 use crate::bookmarks::store;
+use crate::search::reindexer::IndexSnapshot;
 use crate::sharding::cross_shard::{CrossShard, FanOut, Server};
 use crate::sharding::directory::placement::{PinEntry, pin_entries};
 use crate::sharding::directory::table;
@@ -62,6 +63,8 @@ pub struct ShardCard {
     /// Newest migration applied on the server that answered, and the one this build expects.
     pub migration: Option<String>,
     pub expected_migration: String,
+    /// The search index as this process's reindexer last saw it.
+    pub index: IndexSnapshot,
 }
 
 /// Colours for shards in declaration order (cards, map and legend agree).
@@ -197,6 +200,11 @@ pub async fn shard_cards(
                 counted_on: answered.map(|a| a.server),
                 migration: answered.and_then(|a| a.value.1.clone()),
                 expected_migration: expected.clone(),
+                index: state
+                    .index
+                    .get(shard.name())
+                    .map(|s| s.snapshot())
+                    .unwrap_or_default(),
             }
         })
         .collect();

@@ -58,6 +58,7 @@ struct AdminPage {
     shard_names: Vec<String>,
     moves: Vec<MoveSummary>,
     moves_error: Option<String>,
+    jobs: Vec<(String, i64)>,
 }
 
 /// Banner lines for the shards a fan-out is missing or that answered stale.
@@ -179,6 +180,7 @@ async fn render(
             .collect(),
         moves,
         moves_error,
+        jobs: state.jobs.snapshot(),
     }
 }
 

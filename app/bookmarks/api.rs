@@ -40,8 +40,16 @@ pub struct BookmarkView<'a> {
 struct ListView<'a> {
     shard: &'a str,
     tenant: &'a str,
-    items: &'a [Bookmark],
+    items: Vec<ListedBookmark<'a>>,
     next_cursor: Option<Uuid>,
+}
+
+/// A listed bookmark, saying whether search has caught up with its latest write.
+#[derive(Serialize)]
+struct ListedBookmark<'a> {
+    #[serde(flatten)]
+    bookmark: &'a Bookmark,
+    indexed: bool,
 }
 
 #[derive(Debug, Deserialize)]
@@ -136,7 +144,14 @@ async fn list(
     Ok(Json(ListView {
         shard: db.shard(),
         tenant: tenant.as_str(),
-        items: &page.items,
+        items: page
+            .items
+            .iter()
+            .map(|bookmark| ListedBookmark {
+                bookmark,
+                indexed: !page.unindexed.contains(&bookmark.id),
+            })
+            .collect(),
         next_cursor: page.next_cursor,
     })
     .into_response())

@@ -1,5 +1,7 @@
 //! Bookmark queries. Every query filters by tenant: several tenants share a shard.
 
+use std::collections::HashSet;
+
 use chrono::Utc;
 use diesel::prelude::*;
 use diesel::result::{DatabaseErrorKind, Error as DbError};
@@ -32,6 +34,8 @@ pub struct ListQuery {
 pub struct Page {
     pub items: Vec<Bookmark>,
     pub next_cursor: Option<Uuid>,
+    /// Items whose latest write the search index has not caught up with yet.
+    pub unindexed: HashSet<Uuid>,
 }
 
 /// Inserts a bookmark, or reports the id of the tenant's existing bookmark for that URL.
@@ -110,13 +114,7 @@ pub async fn list(
         sql = sql.filter(b::tags.contains(vec![tag.clone()]));
     }
     if let Some(q) = &query.q {
-        let pattern = format!("%{}%", escape_like(q));
-        sql = sql.filter(
-            b::title
-                .ilike(pattern.clone())
-                .or(b::url.ilike(pattern.clone()))
-                .or(b::notes.ilike(pattern)),
-        );
+        sql = sql.filter(search_hits(tenant.as_str(), q));
     }
     let mut items: Vec<Bookmark> = sql.load(conn).await?;
     let next_cursor = if items.len() as i64 > query.limit {
@@ -125,7 +123,72 @@ pub async fn list(
     } else {
         None
     };
-    Ok(Page { items, next_cursor })
+    let ids: Vec<Uuid> = items.iter().map(|b| b.id).collect();
+    let unindexed = unindexed_among(conn, tenant, &ids).await?;
+    Ok(Page {
+        items,
+        next_cursor,
+        unindexed,
+    })
+}
+
+/// `id IN (the tenant's bookmarks matching the web-search query q)`: indexed documents
+/// through the GIN index, plus rows still waiting for the reindexer, whose document is
+/// computed on the fly by the same function (a stale document of a waiting row is not
+/// trusted). Cost follows the matches and the backlog, not the tenant's size.
+fn search_hits(
+    tenant: &str,
+    q: &str,
+) -> diesel::expression::SqlLiteral<
+    diesel::sql_types::Bool,
+    impl diesel::query_builder::QueryFragment<diesel::pg::Pg>,
+> {
+    use diesel::dsl::sql;
+    use diesel::sql_types::{Bool, Text};
+    sql::<Bool>(
+        "bookmarks.id IN (\
+         SELECT s.bookmark_id FROM bookmark_search s \
+         WHERE s.tenant_id = ",
+    )
+    .bind::<Text, _>(tenant.to_owned())
+    .sql(" AND s.document @@ websearch_to_tsquery('english', ")
+    .bind::<Text, _>(q.to_owned())
+    .sql(
+        ") AND NOT EXISTS (SELECT 1 FROM search_pending p \
+         WHERE p.tenant_id = s.tenant_id AND p.bookmark_id = s.bookmark_id) \
+         UNION ALL \
+         SELECT p.bookmark_id FROM search_pending p \
+         JOIN bookmarks k ON k.tenant_id = p.tenant_id AND k.id = p.bookmark_id \
+         WHERE p.tenant_id = ",
+    )
+    .bind::<Text, _>(tenant.to_owned())
+    .sql(" AND bookmark_document(k.title, k.url, k.notes, k.tags) @@ websearch_to_tsquery('english', ")
+    .bind::<Text, _>(q.to_owned())
+    .sql("))")
+}
+
+/// Which of `ids` (the tenant's) are waiting for the search index.
+pub async fn unindexed_among(
+    conn: &mut AsyncPgConnection,
+    tenant: &TenantId,
+    ids: &[Uuid],
+) -> Result<HashSet<Uuid>, DbError> {
+    if ids.is_empty() {
+        return Ok(HashSet::new());
+    }
+    #[derive(QueryableByName)]
+    struct Row {
+        #[diesel(sql_type = diesel::sql_types::Uuid)]
+        bookmark_id: Uuid,
+    }
+    let rows: Vec<Row> = diesel::sql_query(
+        "SELECT bookmark_id FROM search_pending WHERE tenant_id = $1 AND bookmark_id = ANY($2)",
+    )
+    .bind::<diesel::sql_types::Text, _>(tenant.as_str())
+    .bind::<diesel::sql_types::Array<diesel::sql_types::Uuid>, _>(ids)
+    .load(conn)
+    .await?;
+    Ok(rows.into_iter().map(|r| r.bookmark_id).collect())
 }
 
 /// Applies a validated patch; `None` when the tenant has no such bookmark.
@@ -264,19 +327,8 @@ pub async fn shard_counts(conn: &mut AsyncPgConnection) -> Result<(i64, i64), Db
     Ok((c.bookmarks, c.tenants))
 }
 
-/// `LIKE` treats `%`, `_` and `\` specially; a search for them must match them literally.
-fn escape_like(raw: &str) -> String {
-    let mut out = String::with_capacity(raw.len());
-    for c in raw.chars() {
-        if matches!(c, '%' | '_' | '\\') {
-            out.push('\\');
-        }
-        out.push(c);
-    }
-    out
-}
-
-/// How many of the tenant's bookmarks carry each tag, most used first.
+/// How many of the tenant's bookmarks carry each tag, most used first: the counts the
+/// reindexer maintains (as fresh as the index, see `crate::search`).
 pub async fn tag_counts(
     conn: &mut AsyncPgConnection,
     tenant: &TenantId,
@@ -289,8 +341,8 @@ pub async fn tag_counts(
         count: i64,
     }
     let rows: Vec<Row> = diesel::sql_query(
-        "SELECT tag, count(*) AS count FROM bookmarks, unnest(tags) AS tag \
-         WHERE tenant_id = $1 GROUP BY tag ORDER BY count DESC, tag LIMIT 100",
+        "SELECT tag, count FROM tenant_tags WHERE tenant_id = $1 \
+         ORDER BY count DESC, tag LIMIT 100",
     )
     .bind::<diesel::sql_types::Text, _>(tenant.as_str())
     .load(conn)

@@ -4,6 +4,7 @@
 //! Exit codes: 0 success, 1 runtime failure, 2 bad configuration or arguments.
 
 mod check_config;
+mod jobs;
 mod migrate;
 mod placement;
 mod route;
@@ -47,6 +48,11 @@ pub enum Command {
     Serve(serve::ServeArgs),
     /// Apply migrations: control first, then every shard in declaration order.
     Migrate(migrate::MigrateArgs),
+    /// Run the background work without HTTP: a reindexer per shard and a job worker.
+    Worker(jobs::WorkerArgs),
+    /// Inspect and drive the job queue on the control database.
+    #[command(subcommand)]
+    Jobs(jobs::JobsCommand),
 }
 
 pub const EXIT_CONFIG: u8 = 2;
@@ -73,6 +79,12 @@ pub fn main() -> ExitCode {
         Command::Migrate(args) => with_settings(&cli.config.path, |s| {
             block_on(true, migrate::run(s.clone(), args))
         }),
+        Command::Worker(args) => with_settings(&cli.config.path, |s| {
+            block_on(true, jobs::worker(s.clone(), args))
+        }),
+        Command::Jobs(command) => {
+            with_settings(&cli.config.path, |s| block_on(false, jobs::run(s, command)))
+        }
     }
 }
 

@@ -57,7 +57,7 @@ pub async fn run(settings: Settings, args: ServeArgs) -> ExitCode {
 }
 
 /// Resolves on SIGTERM (what `docker stop` sends) or Ctrl-C.
-async fn shutdown_signal() {
+pub async fn shutdown_signal() {
     let ctrl_c = async {
         let _ = tokio::signal::ctrl_c().await;
     };

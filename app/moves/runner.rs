@@ -16,6 +16,7 @@ use super::progress::Progress;
 use super::record::{self, CreateError, MoveRecord, MoveState, NewMove, Set};
 use super::verify::{self, TableSum};
 use crate::configuration::Settings;
+use crate::jobs::{self, queue};
 use crate::sharding::directory::placement::{self, Placement};
 use crate::sharding::directory::table;
 use crate::sharding::shard_set::{PgConn, PgPool, build_pool};
@@ -675,6 +676,23 @@ impl Mover {
             table::upsert(&mut directory, tenant, &m.to, Some(&note))
                 .await
                 .map_err(directory_failed("cannot re-pin in the directory"))?;
+            // The destination's reindexer indexes rows as they are copied in; this rebuild
+            // (routed to the new shard when it runs) makes the tenant's index and tag
+            // counts exact there whatever happened during the copy. The key makes a
+            // resumed move enqueue it once.
+            let payload = serde_json::json!({ "tenant": tenant });
+            let key = format!("move-{}-reindex-{tenant}", m.id);
+            queue::enqueue(
+                &mut directory,
+                &queue::NewJob {
+                    kind: jobs::REINDEX_TENANT,
+                    payload: &payload,
+                    idempotency_key: Some(&key),
+                    max_attempts: 5,
+                },
+            )
+            .await
+            .map_err(directory_failed("cannot enqueue the reindex job"))?;
         }
         guard::set(source, m.id, &m.tenants, Guard::Departed, &m.to)
             .await

@@ -122,14 +122,16 @@ impl ShardSpec {
         self.slots.iter().map(|r| r.len()).sum()
     }
 
-    /// Connections this shard may hold open at once.
+    /// Connections this shard may hold open at once: its pools, plus the one session a
+    /// background task keeps on the primary (a per-shard leader election holds its lock
+    /// there, outside the pool).
     pub fn max_connections(&self) -> u32 {
         let replica = if self.replica_url.is_some() {
             self.replica_pool_size
         } else {
             0
         };
-        self.primary_pool_size + replica
+        self.primary_pool_size + replica + 1
     }
 }
 

@@ -119,9 +119,37 @@ fn record_directory(state: &AppState) {
     metrics::gauge!("directory_listener_connected").set(f64::from(u8::from(s.listener_connected)));
 }
 
+/// The search index as this process last saw each shard, and the job queue's counts.
+fn record_background(state: &AppState) {
+    for (shard, s) in &state.index.shards {
+        let s = s.snapshot();
+        let label = || ("shard", shard.clone());
+        metrics::gauge!("search_index_lag_seconds", &[label()]).set(s.lag_ms as f64 / 1000.0);
+        metrics::gauge!("search_index_pending", &[label()]).set(s.pending as f64);
+        metrics::gauge!("search_reindexer_leader", &[label()])
+            .set(f64::from(u8::from(s.leader_here)));
+        metrics::counter!("search_indexed_rows_total", &[label()]).absolute(s.indexed_here);
+    }
+    for (job_state, n) in state.jobs.snapshot() {
+        metrics::gauge!("jobs", "state" => job_state).set(n as f64);
+    }
+}
+
+/// Per shard: backlog, lag, and whether this process leads its reindexing.
+pub fn index_json(state: &AppState) -> Value {
+    let shards = state
+        .index
+        .shards
+        .iter()
+        .map(|(shard, s)| (shard.clone(), json!(s.snapshot())))
+        .collect();
+    Value::Object(shards)
+}
+
 pub async fn prometheus(State(state): State<AppState>) -> impl IntoResponse {
     record_pool_gauges(&state);
     record_directory(&state);
+    record_background(&state);
     (
         [("content-type", "text/plain; version=0.0.4; charset=utf-8")],
         state.metrics.render(),
@@ -146,6 +174,13 @@ pub async fn actuator(State(state): State<AppState>) -> Json<Value> {
         "database_control": pool_json(&state.control),
         "database_shards": shards,
         "directory": state.directory.as_ref().map(|d| d.stats()),
+        "search_index": index_json(&state),
+        "jobs": state
+            .jobs
+            .snapshot()
+            .into_iter()
+            .map(|(job_state, n)| (job_state, json!(n)))
+            .collect::<serde_json::Map<_, _>>(),
         "total_max_connections": state.shards.set().total_max_connections(),
     }))
 }

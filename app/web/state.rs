@@ -6,6 +6,8 @@ use std::time::Duration;
 
 use crate::admin::AdminToken;
 use crate::configuration::Settings;
+use crate::jobs::worker::JobCounts;
+use crate::search::reindexer::IndexStates;
 use crate::sharding::DirectoryRouter;
 use crate::sharding::access::Shards;
 use crate::sharding::shard_set::PgPool;
@@ -30,6 +32,10 @@ pub struct Inner {
     pub expected_control_migrations: BTreeSet<String>,
     pub expected_shard_migrations: Arc<BTreeSet<String>>,
     pub metrics: metrics_exporter_prometheus::PrometheusHandle,
+    /// This process's view of each shard's search index (backlog, lag, leadership).
+    pub index: Arc<IndexStates>,
+    /// Job counts by state, as this process's worker last read them.
+    pub jobs: Arc<JobCounts>,
 }
 
 impl std::ops::Deref for AppState {

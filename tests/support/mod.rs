@@ -249,6 +249,26 @@ pub async fn cluster() -> &'static Cluster {
         .await
 }
 
+/// Two servers of a test's own, for tests that stop one: control and shard0 on `main`,
+/// shard1 alone on `doomed`. No replica.
+pub async fn split_servers(prefix: &str) -> (Server, Server, Layout) {
+    let network = unique(prefix);
+    let (main, doomed) = tokio::join!(start_server(&network), start_server(&network));
+    for db in ["control", "shard0"] {
+        create_database(main.port, db).await;
+    }
+    create_database(doomed.port, "shard1").await;
+    let layout = Layout {
+        control: (main.port, "control".to_owned()),
+        shards: vec![
+            ("shard0".to_owned(), main.port, "shard0".to_owned(), None),
+            ("shard1".to_owned(), doomed.port, "shard1".to_owned(), None),
+        ],
+        extra: String::new(),
+    };
+    (main, doomed, layout)
+}
+
 /// Fresh databases for one test on the shared servers.
 pub async fn layout(extra: &str) -> Layout {
     let c = cluster().await;

@@ -1,0 +1,182 @@
+//! `bookmarks worker` (the background work without HTTP) and `bookmarks jobs …` (the
+//! operator's view of the job queue on the control database).
+
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use super::EXIT_CONFIG;
+use crate::configuration::Settings;
+use crate::jobs::{Job, queue};
+use crate::sharding::ShardSet;
+use crate::sharding::shard_set::{PgConn, build_pool};
+use crate::startup::{Application, ServeOptions};
+use crate::tenancy::TenantId;
+
+#[derive(Debug, clap::Args)]
+pub struct WorkerArgs {
+    /// Name of this worker in logs, job rows and reindexer sessions.
+    #[arg(long, env = "INSTANCE_NAME", default_value = "worker")]
+    pub instance_name: String,
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub enum JobsCommand {
+    /// Enqueue a job: `reindex_tenant TENANT` or `reindex_shard SHARD`.
+    Enqueue(EnqueueArgs),
+    /// The newest jobs, one JSON object per line.
+    List {
+        /// Only jobs in this state (queued, running, done, dead).
+        #[arg(long)]
+        state: Option<String>,
+        #[arg(long, default_value_t = 50)]
+        limit: i64,
+    },
+    /// Dead jobs (attempts used up), with their last error.
+    Dead,
+    /// Put a dead job back in the queue with fresh attempts.
+    Retry { id: i64 },
+}
+
+#[derive(Debug, clap::Args)]
+pub struct EnqueueArgs {
+    /// reindex_tenant or reindex_shard.
+    pub kind: String,
+    /// The tenant (reindex_tenant) or the shard (reindex_shard).
+    pub target: String,
+    /// Enqueueing the same key again returns the existing job.
+    #[arg(long)]
+    pub key: Option<String>,
+    /// Attempts before the job is dead.
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(i32).range(1..=100))]
+    pub max_attempts: i32,
+}
+
+pub async fn worker(settings: Settings, args: WorkerArgs) -> ExitCode {
+    let options = ServeOptions {
+        // The worker serves no HTTP; the listener only satisfies the shared constructor.
+        bind: ([127, 0, 0, 1], 0).into(),
+        instance_name: args.instance_name,
+        ..ServeOptions::default()
+    };
+    match Application::build(settings, options).await {
+        Ok(app) => {
+            app.run_background_until(super::serve::shutdown_signal())
+                .await;
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            tracing::error!(error = format!("{e:#}"), "worker startup failed");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+pub async fn run(settings: &Settings, command: JobsCommand) -> ExitCode {
+    let job = match &command {
+        JobsCommand::Enqueue(args) => match parse_job(settings, args) {
+            Ok(job) => Some(job),
+            Err(message) => {
+                eprintln!("error: {message}");
+                return ExitCode::from(EXIT_CONFIG);
+            }
+        },
+        _ => None,
+    };
+    let mut conn = match control(settings).await {
+        Ok(conn) => conn,
+        Err(e) => {
+            eprintln!(
+                "error: cannot reach the job queue on the control database ({}): {e}",
+                settings.topology.control_url
+            );
+            return ExitCode::FAILURE;
+        }
+    };
+    let outcome = match command {
+        JobsCommand::Enqueue(args) => {
+            let job = job.expect("parsed above");
+            let payload = job.payload();
+            let new = queue::NewJob {
+                kind: job.kind(),
+                payload: &payload,
+                idempotency_key: args.key.as_deref(),
+                max_attempts: args.max_attempts,
+            };
+            queue::enqueue(&mut conn, &new).await.map(|(row, created)| {
+                if !created {
+                    eprintln!("note: a job with key {:?} exists already", args.key);
+                }
+                print_json(&row);
+            })
+        }
+        JobsCommand::List { state, limit } => queue::list(&mut conn, state.as_deref(), limit)
+            .await
+            .map(|rows| rows.iter().for_each(print_json)),
+        JobsCommand::Dead => queue::list(&mut conn, Some("dead"), 1000)
+            .await
+            .map(|rows| rows.iter().for_each(print_json)),
+        JobsCommand::Retry { id } => match queue::retry(&mut conn, id).await {
+            Ok(true) => {
+                println!("{{\"id\":{id},\"state\":\"queued\"}}");
+                Ok(())
+            }
+            Ok(false) => {
+                eprintln!(
+                    "error: job {id} is not dead (or does not exist); only dead jobs are retried"
+                );
+                return ExitCode::from(EXIT_CONFIG);
+            }
+            Err(e) => Err(e),
+        },
+    };
+    match outcome {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: the job queue query failed: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Checks the job's target before anything is written.
+fn parse_job(settings: &Settings, args: &EnqueueArgs) -> Result<Job, String> {
+    match args.kind.as_str() {
+        crate::jobs::REINDEX_TENANT => TenantId::parse(&args.target)
+            .map(|tenant| Job::ReindexTenant { tenant })
+            .map_err(|e| format!("TARGET {:?}: {e}", args.target)),
+        crate::jobs::REINDEX_SHARD => {
+            let set =
+                ShardSet::new(Arc::new(settings.topology.clone())).map_err(|e| e.to_string())?;
+            match set.by_name(&args.target) {
+                Some(_) => Ok(Job::ReindexShard {
+                    shard: args.target.clone(),
+                }),
+                None => Err(format!(
+                    "TARGET: no shard is named {:?} (shards: {})",
+                    args.target,
+                    set.iter().map(|s| s.name()).collect::<Vec<_>>().join(", ")
+                )),
+            }
+        }
+        other => Err(format!(
+            "KIND: unknown job kind {other:?} (known: reindex_tenant, reindex_shard)"
+        )),
+    }
+}
+
+async fn control(settings: &Settings) -> Result<PgConn, String> {
+    let topology = &settings.topology;
+    let pool =
+        build_pool(&topology.control_url, 1, topology, "control").map_err(|e| e.to_string())?;
+    tokio::time::timeout(topology.acquire_timeout, pool.get())
+        .await
+        .map_err(|_| "no answer in time".to_owned())?
+        .map_err(|e| e.to_string())
+}
+
+fn print_json(row: &queue::JobRow) {
+    println!(
+        "{}",
+        serde_json::to_string(row).expect("a job row serializes")
+    );
+}

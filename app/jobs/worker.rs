@@ -1,0 +1,194 @@
+//! The job worker: claims due jobs from the control database one at a time, renews the
+//! lease while a job runs, and records the outcome (done, a retry with exponential
+//! backoff, or dead). Every process runs one; they compete through `SKIP LOCKED`.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use tracing::Instrument;
+
+use super::{Job, queue};
+use crate::sharding::access::Shards;
+use crate::sharding::shard_set::PgPool;
+
+#[derive(Debug, Clone, Copy)]
+pub struct WorkerOptions {
+    /// Pause when the queue has nothing due.
+    pub poll: Duration,
+    /// How long a claimed job stays ours without a heartbeat (renewed every third of it).
+    pub lease: Duration,
+    /// The first retry waits this long; each further one twice as long, up to `max_backoff`.
+    pub backoff: Duration,
+    pub max_backoff: Duration,
+}
+
+impl Default for WorkerOptions {
+    fn default() -> Self {
+        Self {
+            poll: Duration::from_millis(500),
+            lease: Duration::from_secs(30),
+            backoff: Duration::from_secs(1),
+            max_backoff: Duration::from_secs(300),
+        }
+    }
+}
+
+impl WorkerOptions {
+    /// The wait before attempt `attempts + 1`.
+    pub fn backoff_after(&self, attempts: i32) -> Duration {
+        let doublings = attempts.saturating_sub(1).clamp(0, 20) as u32;
+        self.backoff
+            .saturating_mul(2u32.saturating_pow(doublings))
+            .min(self.max_backoff)
+    }
+}
+
+/// Job counts by state, as last read by this process's worker (for `/metrics`).
+#[derive(Default)]
+pub struct JobCounts(Mutex<Vec<(String, i64)>>);
+
+impl JobCounts {
+    pub fn snapshot(&self) -> Vec<(String, i64)> {
+        self.0.lock().map(|c| c.clone()).unwrap_or_default()
+    }
+
+    fn set(&self, counts: Vec<(String, i64)>) {
+        if let Ok(mut c) = self.0.lock() {
+            *c = counts;
+        }
+    }
+}
+
+const COUNTS_EVERY: Duration = Duration::from_secs(2);
+
+pub fn spawn(
+    control: PgPool,
+    shards: Shards,
+    worker_id: String,
+    options: WorkerOptions,
+    counts: Arc<JobCounts>,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut counted_at: Option<Instant> = None;
+        let mut complained = false;
+        loop {
+            if counted_at.is_none_or(|t| t.elapsed() >= COUNTS_EVERY) {
+                if let Ok(mut conn) = control.get().await
+                    && let Ok(c) = queue::counts(&mut conn).await
+                {
+                    counts.set(c);
+                }
+                counted_at = Some(Instant::now());
+            }
+            match run_one(&control, &shards, &worker_id, &options).await {
+                Ok(true) => complained = false,
+                Ok(false) => tokio::time::sleep(options.poll).await,
+                Err(e) => {
+                    if !complained {
+                        tracing::warn!(error = %e, "job worker: cannot reach the queue; retrying");
+                        complained = true;
+                    }
+                    tokio::time::sleep(options.poll).await;
+                }
+            }
+        }
+    })
+}
+
+/// Claims and runs one job; false when nothing was due.
+pub async fn run_one(
+    control: &PgPool,
+    shards: &Shards,
+    worker_id: &str,
+    options: &WorkerOptions,
+) -> Result<bool, String> {
+    let claimed = {
+        let mut conn = control.get().await.map_err(|e| e.to_string())?;
+        queue::claim(&mut conn, worker_id, options.lease)
+            .await
+            .map_err(|e| e.to_string())?
+    };
+    let Some(row) = claimed else {
+        return Ok(false);
+    };
+    let span = tracing::info_span!("job", id = row.id, kind = %row.kind, attempt = row.attempts);
+    finish(control, shards, worker_id, options, row)
+        .instrument(span)
+        .await?;
+    Ok(true)
+}
+
+async fn finish(
+    control: &PgPool,
+    shards: &Shards,
+    worker_id: &str,
+    options: &WorkerOptions,
+    row: queue::JobRow,
+) -> Result<(), String> {
+    let outcome = match Job::parse(&row.kind, &row.payload) {
+        Ok(job) => with_heartbeat(control, row.id, worker_id, options, job.run(shards)).await,
+        Err(e) => Err(e),
+    };
+    let mut conn = control.get().await.map_err(|e| e.to_string())?;
+    match outcome {
+        Ok(result) => {
+            queue::complete(&mut conn, row.id, worker_id, &result)
+                .await
+                .map_err(|e| e.to_string())?;
+            tracing::info!(%result, "job done");
+        }
+        Err(error) => {
+            let backoff = options.backoff_after(row.attempts);
+            let state = queue::fail(&mut conn, row.id, worker_id, &error, backoff)
+                .await
+                .map_err(|e| e.to_string())?;
+            tracing::warn!(%error, state = state.as_deref().unwrap_or("lost"), retry_in = ?backoff, "job failed");
+        }
+    }
+    Ok(())
+}
+
+/// Runs `work` while renewing the job's lease, so a long job is not taken over.
+async fn with_heartbeat(
+    control: &PgPool,
+    id: i64,
+    worker_id: &str,
+    options: &WorkerOptions,
+    work: impl Future<Output = Result<Value, String>>,
+) -> Result<Value, String> {
+    let beat = async {
+        let mut tick = tokio::time::interval(options.lease / 3);
+        tick.tick().await;
+        loop {
+            tick.tick().await;
+            if let Ok(mut conn) = control.get().await {
+                match queue::heartbeat(&mut conn, id, worker_id, options.lease).await {
+                    Ok(true) => {}
+                    Ok(false) => tracing::warn!("job lease lost: another worker may run it too"),
+                    Err(e) => tracing::warn!(error = %e, "job heartbeat failed"),
+                }
+            }
+        }
+    };
+    tokio::select! {
+        outcome = work => outcome,
+        () = beat => unreachable!("the heartbeat loop never ends"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_from_the_first_retry_and_is_capped() {
+        let o = WorkerOptions {
+            backoff: Duration::from_secs(1),
+            max_backoff: Duration::from_secs(10),
+            ..WorkerOptions::default()
+        };
+        let waits: Vec<u64> = (1..=6).map(|a| o.backoff_after(a).as_secs()).collect();
+        assert_eq!(waits, [1, 2, 4, 8, 10, 10]);
+    }
+}

@@ -1,0 +1,267 @@
+//! The per-shard reindexer: one leader per shard across every process, elected with a
+//! session advisory lock on that shard's own database.
+//!
+//! Every process (both web replicas, any `bookmarks worker`) runs one task per shard. The
+//! task keeps its own connection to the shard primary (outside the pool: a session lock
+//! must stay on one session) and tries the lock; whoever holds it drains the shard's
+//! backlog in batches. When the leader dies or loses its connection, Postgres ends its
+//! session and releases the lock, and the next follower to try, within a second, takes
+//! over. Shards are independent: a shard that is down only stalls its own task.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use tokio_postgres::{Client, NoTls};
+
+use crate::sharding::{DbUrl, ShardSet};
+
+/// The leadership lock (session level, per shard database).
+pub const LEADER_LOCK: i64 = 0x6572_7573_6f6b_2200;
+/// `application_name` prefix of the reindexer sessions (`…/<instance>`).
+pub const APPLICATION_NAME: &str = "bookmarks-reindexer";
+
+/// How the reindexers pace themselves.
+#[derive(Debug, Clone, Copy)]
+pub struct ReindexOptions {
+    /// Rows per transaction.
+    pub batch_size: i32,
+    /// Pause of a leader whose backlog is empty: bounds the indexing lag when idle.
+    pub idle_poll: Duration,
+    /// Pause of a follower between attempts at the lock: bounds the takeover time.
+    pub follower_retry: Duration,
+}
+
+impl Default for ReindexOptions {
+    fn default() -> Self {
+        Self {
+            batch_size: 500,
+            idle_poll: Duration::from_millis(200),
+            follower_retry: Duration::from_secs(1),
+        }
+    }
+}
+
+/// What this process knows about one shard's index, for metrics and the admin page.
+#[derive(Default)]
+pub struct ShardIndexState {
+    /// This process holds the shard's leadership lock.
+    pub leader: AtomicBool,
+    /// The shard answered the last check.
+    pub reachable: AtomicBool,
+    /// Unindexed rows, and the age of the oldest unindexed write (ms), at the last check.
+    pub pending: AtomicI64,
+    pub lag_ms: AtomicU64,
+    /// Rows indexed by this process.
+    pub indexed: AtomicU64,
+}
+
+/// A copy of [`ShardIndexState`] to show.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct IndexSnapshot {
+    pub pending: i64,
+    /// Age of the oldest write not yet indexed.
+    pub lag_ms: u64,
+    /// This process leads the shard's reindexing (some process always should).
+    pub leader_here: bool,
+    pub reachable: bool,
+    pub indexed_here: u64,
+}
+
+impl ShardIndexState {
+    pub fn snapshot(&self) -> IndexSnapshot {
+        IndexSnapshot {
+            pending: self.pending.load(Ordering::Relaxed),
+            lag_ms: self.lag_ms.load(Ordering::Relaxed),
+            leader_here: self.leader.load(Ordering::Relaxed),
+            reachable: self.reachable.load(Ordering::Relaxed),
+            indexed_here: self.indexed.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// Per shard, in the topology's order.
+pub struct IndexStates {
+    pub shards: Vec<(String, ShardIndexState)>,
+}
+
+impl IndexStates {
+    pub fn new(set: &ShardSet) -> Self {
+        Self {
+            shards: set
+                .iter()
+                .map(|s| (s.name().to_owned(), ShardIndexState::default()))
+                .collect(),
+        }
+    }
+
+    pub fn get(&self, shard: &str) -> Option<&ShardIndexState> {
+        self.shards.iter().find(|(n, _)| n == shard).map(|(_, s)| s)
+    }
+}
+
+/// Starts one reindexer task per shard; they run until aborted.
+pub fn spawn_all(
+    set: &ShardSet,
+    states: Arc<IndexStates>,
+    instance: &str,
+    options: ReindexOptions,
+) -> Vec<tokio::task::JoinHandle<()>> {
+    let connect_timeout = set.topology().connect_timeout;
+    set.iter()
+        .enumerate()
+        .map(|(i, shard)| {
+            let url = shard.spec().primary_url.clone();
+            let name = shard.name().to_owned();
+            let states = Arc::clone(&states);
+            let app_name = format!("{APPLICATION_NAME}/{instance}");
+            tokio::spawn(async move {
+                let state = &states.shards[i].1;
+                run(&name, &url, &app_name, connect_timeout, options, state).await
+            })
+        })
+        .collect()
+}
+
+async fn run(
+    shard: &str,
+    url: &DbUrl,
+    app_name: &str,
+    connect_timeout: Duration,
+    options: ReindexOptions,
+    state: &ShardIndexState,
+) {
+    let mut logged_down = false;
+    loop {
+        match connect(url, app_name, connect_timeout).await {
+            Ok(client) => {
+                logged_down = false;
+                state.reachable.store(true, Ordering::Relaxed);
+                let why = serve(shard, &client, options, state).await;
+                state.leader.store(false, Ordering::Relaxed);
+                state.reachable.store(false, Ordering::Relaxed);
+                tracing::warn!(shard, reason = %why, "reindexer lost its shard connection");
+            }
+            Err(e) => {
+                if !logged_down {
+                    tracing::warn!(shard, error = %e, "reindexer cannot reach its shard; retrying");
+                    logged_down = true;
+                }
+                state.reachable.store(false, Ordering::Relaxed);
+            }
+        }
+        tokio::time::sleep(options.follower_retry).await;
+    }
+}
+
+async fn connect(url: &DbUrl, app_name: &str, timeout: Duration) -> Result<Client, String> {
+    let mut config: tokio_postgres::Config = url.expose().parse().map_err(|e| format!("{e}"))?;
+    config.application_name(app_name).connect_timeout(timeout);
+    let (client, connection) = tokio::time::timeout(timeout, config.connect(NoTls))
+        .await
+        .map_err(|_| format!("no connection within {timeout:?}"))?
+        .map_err(|e| e.to_string())?;
+    tokio::spawn(async move {
+        let _ = connection.await;
+    });
+    Ok(client)
+}
+
+/// Follows until it wins the lock, then leads until the connection fails. A failing
+/// query on a live connection (say, the shard is not migrated yet) is retried in place.
+async fn serve(
+    shard: &str,
+    client: &Client,
+    options: ReindexOptions,
+    state: &ShardIndexState,
+) -> String {
+    let mut complained = false;
+    loop {
+        let pause = match step(client, options, state).await {
+            Ok(pause) => {
+                complained = false;
+                pause
+            }
+            Err(e) if client.is_closed() => return e,
+            Err(e) => {
+                if !complained {
+                    tracing::warn!(shard, error = %e, "reindexer: query failed; retrying");
+                    complained = true;
+                }
+                options.follower_retry
+            }
+        };
+        tokio::time::sleep(pause).await;
+    }
+}
+
+/// One round: try the lock unless leading; drain the backlog if leading; record it.
+async fn step(
+    client: &Client,
+    options: ReindexOptions,
+    state: &ShardIndexState,
+) -> Result<Duration, String> {
+    if !state.leader.load(Ordering::Relaxed) {
+        let won: bool = client
+            .query_one("SELECT pg_try_advisory_lock($1)", &[&LEADER_LOCK])
+            .await
+            .map_err(|e| e.to_string())?
+            .get(0);
+        if won {
+            state.leader.store(true, Ordering::Relaxed);
+            tracing::info!("reindexer: this process now leads its shard's indexing");
+        }
+    }
+    let pause = if state.leader.load(Ordering::Relaxed) {
+        if drain(client, options, state).await? {
+            Duration::ZERO
+        } else {
+            options.idle_poll
+        }
+    } else {
+        options.follower_retry
+    };
+    observe(client, state).await?;
+    Ok(pause)
+}
+
+/// Indexes batches until the backlog is empty (false) or a one-second slice is used up
+/// with work left (true), so that the lag figures stay fresh under a sustained burst.
+async fn drain(
+    client: &Client,
+    options: ReindexOptions,
+    state: &ShardIndexState,
+) -> Result<bool, String> {
+    let started = Instant::now();
+    loop {
+        let n: i32 = client
+            .query_one("SELECT search_index_batch($1)", &[&options.batch_size])
+            .await
+            .map_err(|e| e.to_string())?
+            .get(0);
+        state.indexed.fetch_add(n as u64, Ordering::Relaxed);
+        if n < options.batch_size {
+            return Ok(false);
+        }
+        if started.elapsed() > Duration::from_secs(1) {
+            return Ok(true);
+        }
+    }
+}
+
+/// Records the backlog and its age.
+async fn observe(client: &Client, state: &ShardIndexState) -> Result<(), String> {
+    let row = client
+        .query_one(
+            "SELECT count(*), COALESCE(EXTRACT(EPOCH FROM now() - min(since)) * 1000, 0)::float8 \
+             FROM search_pending",
+            &[],
+        )
+        .await
+        .map_err(|e| e.to_string())?;
+    state.pending.store(row.get(0), Ordering::Relaxed);
+    state
+        .lag_ms
+        .store(row.get::<_, f64>(1).max(0.0) as u64, Ordering::Relaxed);
+    Ok(())
+}

@@ -1,0 +1,11 @@
+DROP FUNCTION search_reindex_tenant(TEXT);
+DROP FUNCTION search_index_batch(INTEGER);
+DROP FUNCTION _search_apply(TEXT[], UUID[]);
+DROP TRIGGER bookmarks_search_inserted ON bookmarks;
+DROP TRIGGER bookmarks_search_updated ON bookmarks;
+DROP TRIGGER bookmarks_search_deleted ON bookmarks;
+DROP FUNCTION _search_mark_pending();
+DROP TABLE search_pending;
+DROP TABLE tenant_tags;
+DROP TABLE bookmark_search;
+DROP FUNCTION bookmark_document(TEXT, TEXT, TEXT, TEXT[]);
