@@ -298,6 +298,20 @@ async fn the_compose_stack_serves_through_nginx_survives_outages_and_tears_down_
     }
     assert!(stack.wait_ready(Duration::from_secs(30)).await);
 
+    // Three processes run reindexers (web1, web2, worker); each shard has exactly one leader.
+    let leaders = format!(
+        "select count(*) from pg_locks where locktype = 'advisory' and granted \
+         and ((classid::bigint << 32) | objid::bigint) = {}",
+        bookmarks_sharded::search::reindexer::LEADER_LOCK
+    );
+    for shard in ["postgres-shard-0", "postgres-shard-1"] {
+        assert_eq!(
+            stack.psql(shard, &leaders),
+            "1",
+            "one reindexer leader on {shard}"
+        );
+    }
+
     // The walkthrough moved initech from shard1 to shard0 with move_slot, in its own
     // container on the stack's network.
     let q = "select count(*) from bookmarks where tenant_id = 'initech'";
