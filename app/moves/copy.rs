@@ -164,6 +164,16 @@ fn bytecount(chunk: &[u8]) -> u64 {
     chunk.iter().filter(|&&b| b == b'\n').count() as u64
 }
 
+/// Forgets a move's change log on the source (the move is finished or undone).
+pub async fn clear_changes(source: &Client, move_id: i64) -> Result<u64, tokio_postgres::Error> {
+    source
+        .execute(
+            "DELETE FROM _autumn_move_changes WHERE move_id = $1",
+            &[&move_id],
+        )
+        .await
+}
+
 /// Applies up to `limit` logged changes: each logged key's row is re-read on the source
 /// and replaces the destination's (or is deleted there, when the source no longer has
 /// it), then the log entries are removed. Re-applying an entry is harmless, and an entry

@@ -763,12 +763,7 @@ impl Mover {
         let deleted = delete_rows(&mut pair.source, m.id, &m.tenants, &pair.tables)
             .await
             .map_err(failed(&format!("cannot delete the rows on {}", m.from)));
-        let cleared = pair
-            .source
-            .execute(
-                "DELETE FROM _autumn_move_changes WHERE move_id = $1",
-                &[&m.id],
-            )
+        let cleared = copy::clear_changes(&pair.source, m.id)
             .await
             .map_err(failed("cannot clear the change log"));
         self.pair = Some(pair);
@@ -836,11 +831,7 @@ impl Mover {
         guard::clear(source, m.id, &m.tenants)
             .await
             .map_err(failed(&format!("cannot lift the guard on {}", m.from)))?;
-        source
-            .execute(
-                "DELETE FROM _autumn_move_changes WHERE move_id = $1",
-                &[&m.id],
-            )
+        copy::clear_changes(source, m.id)
             .await
             .map_err(failed("cannot clear the change log"))?;
         delete_rows(dest, m.id, &m.tenants, tables)
