@@ -9,7 +9,8 @@ use super::moves::{self, MoveSummary};
 use crate::bookmarks::TENANT_TABLES;
 use crate::sharding::ShardKey;
 use crate::sharding::cross_shard::{Coverage, CrossShard, public_reason};
-use crate::sharding::directory::placement;
+use crate::sharding::directory::placement::{self, Placement};
+use crate::sharding::directory::table;
 use crate::sharding::router::{PinRouter, RouteVia};
 use crate::sharding::tenant_rows;
 use crate::tenancy::TenantId;
@@ -55,17 +56,10 @@ pub async fn report(state: &AppState, cross: &CrossShard, tenant: &TenantId) -> 
     let config_pin = PinRouter::from_shard_set(set)
         .pinned(ShardKey::Str(key))
         .map(|id| set.get(id).name().to_owned());
-    let directory = async {
-        let mut conn = state.control.get().await.map_err(|e| e.to_string())?;
-        placement::current(&mut conn, set, key)
-            .await
-            .map_err(|e| e.to_string())
-    };
-    let directory = async {
-        tokio::time::timeout(state.shard_timeout, directory)
-            .await
-            .unwrap_or_else(|_| Err("no answer in time".to_owned()))
-    };
+    let owned = key.to_owned();
+    let directory = super::on_control(state, "read the directory", move |conn| {
+        Box::pin(async move { table::shard_of(conn, &owned).await })
+    });
     let owned = key.to_owned();
     let counts = cross.read_primaries(move |conn| {
         let tenant = owned.clone();
@@ -75,36 +69,25 @@ pub async fn report(state: &AppState, cross: &CrossShard, tenant: &TenantId) -> 
         futures::join!(directory, counts, moves::recent(state, Some(key)));
 
     let (directory_pin, effective, directory_error) = match directory {
-        Ok(p) => {
-            let pinned = (p.via == RouteVia::Directory.as_str()).then(|| p.shard.clone());
+        Ok(row) => {
             // A directory row is only consulted when directory routing is on.
-            let effective = if pinned.is_some() && !set.topology().directory_router {
-                (
-                    config_pin
-                        .clone()
-                        .unwrap_or_else(|| set.get(hash.shard).name().to_owned()),
-                    if config_pin.is_some() {
-                        RouteVia::Pin.as_str()
-                    } else {
-                        RouteVia::Hash.as_str()
-                    },
-                )
-            } else {
-                (p.shard, p.via)
+            let effective = match &row {
+                Some(shard) if set.topology().directory_router => Placement {
+                    shard: shard.clone(),
+                    via: RouteVia::Directory.as_str(),
+                },
+                _ => placement::without_directory(set, key),
             };
-            (pinned, Some(effective), None)
+            (row, Some(effective), None)
         }
-        Err(cause) => {
-            tracing::warn!(error = %cause, "admin lookup: cannot read the directory");
-            (None, None, Some("unreachable".to_owned()))
-        }
+        Err(reason) => (None, None, Some(reason)),
     };
     let shards = counts.coverage();
     let rows: Vec<RowsOnShard> = counts
         .answers
         .iter()
         .map(|a| {
-            let serves = effective.as_ref().is_some_and(|(s, _)| s == &a.shard);
+            let serves = effective.as_ref().is_some_and(|e| e.shard == a.shard);
             match &a.outcome {
                 Ok(ok) => RowsOnShard {
                     shard: a.shard.clone(),
@@ -133,8 +116,8 @@ pub async fn report(state: &AppState, cross: &CrossShard, tenant: &TenantId) -> 
         hash_shard: set.get(hash.shard).name().to_owned(),
         config_pin,
         directory_pin,
-        via: effective.as_ref().map(|(_, via)| *via),
-        effective_shard: effective.map(|(s, _)| s),
+        via: effective.as_ref().map(|e| e.via),
+        effective_shard: effective.map(|e| e.shard),
         directory_error,
         strays: rows.iter().any(|r| r.stray),
         rows,

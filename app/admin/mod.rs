@@ -18,6 +18,9 @@ use axum::Router;
 use axum::extract::State;
 use axum::response::{IntoResponse, Json, Response};
 use axum::routing::{get, post};
+use diesel::QueryResult;
+use diesel_async::AsyncPgConnection;
+use futures::future::BoxFuture;
 use serde_json::json;
 
 use crate::sharding::cross_shard::CrossShard;
@@ -41,6 +44,30 @@ pub fn routes(state: &AppState) -> Router<AppState> {
             state.clone(),
             auth::require,
         ))
+}
+
+/// Runs `work` on a control-database connection, bounded by the shard timeout. The error
+/// is what the page may show (a kind of failure); the cause is logged with `what`.
+async fn on_control<T>(
+    state: &AppState,
+    what: &str,
+    work: impl for<'c> FnOnce(&'c mut AsyncPgConnection) -> BoxFuture<'c, QueryResult<T>>,
+) -> Result<T, String> {
+    let attempt = async {
+        let mut conn = state.control.get().await.map_err(|e| e.to_string())?;
+        work(&mut conn).await.map_err(|e| e.to_string())
+    };
+    match tokio::time::timeout(state.shard_timeout, attempt).await {
+        Ok(Ok(value)) => Ok(value),
+        Ok(Err(cause)) => {
+            tracing::warn!(error = %cause, "admin: cannot {what}");
+            Err("unreachable".to_owned())
+        }
+        Err(_) => Err(format!(
+            "no answer within {} ms",
+            state.shard_timeout.as_millis()
+        )),
+    }
 }
 
 /// A tenant id typed by an operator; the error names the field.

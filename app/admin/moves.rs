@@ -46,37 +46,17 @@ const COLUMNS: &str = "id, tenants, from_shard, to_shard, state, rows_copied, ro
 
 /// The newest moves, all of them or those of one tenant; `Err` names the kind of failure.
 pub async fn recent(state: &AppState, tenant: Option<&str>) -> Result<Vec<MoveSummary>, String> {
-    let load = async {
-        let mut conn = state.control.get().await.map_err(|e| e.to_string())?;
-        let rows = match tenant {
-            Some(t) => {
-                diesel::sql_query(format!(
-                    "SELECT {COLUMNS} FROM tenant_moves WHERE $1 = ANY(tenants) \
-                     ORDER BY id DESC LIMIT {SHOWN}"
-                ))
-                .bind::<Text, _>(t)
-                .load(&mut conn)
-                .await
-            }
-            None => {
-                diesel::sql_query(format!(
-                    "SELECT {COLUMNS} FROM tenant_moves ORDER BY id DESC LIMIT {SHOWN}"
-                ))
-                .load(&mut conn)
-                .await
-            }
-        };
-        rows.map_err(|e| e.to_string())
-    };
-    match tokio::time::timeout(state.shard_timeout, load).await {
-        Ok(Ok(rows)) => Ok(rows),
-        Ok(Err(cause)) => {
-            tracing::warn!(error = %cause, "admin: cannot read tenant moves");
-            Err("unreachable".to_owned())
-        }
-        Err(_) => Err(format!(
-            "no answer within {} ms",
-            state.shard_timeout.as_millis()
-        )),
-    }
+    let tenant = tenant.map(str::to_owned);
+    super::on_control(state, "read tenant moves", |conn| {
+        Box::pin(async move {
+            diesel::sql_query(format!(
+                "SELECT {COLUMNS} FROM tenant_moves WHERE $1::text IS NULL OR $1 = ANY(tenants) \
+                 ORDER BY id DESC LIMIT {SHOWN}"
+            ))
+            .bind::<Nullable<Text>, _>(tenant)
+            .load(conn)
+            .await
+        })
+    })
+    .await
 }

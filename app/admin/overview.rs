@@ -290,22 +290,12 @@ pub fn markers(state: &AppState, pins: &[PinEntry]) -> Vec<Marker> {
 /// config pins alone are still returned).
 pub async fn pins(state: &AppState) -> (Vec<PinEntry>, Option<String>) {
     let set = state.shards.set();
-    let rows = async {
-        let mut conn = state.control.get().await.map_err(|e| e.to_string())?;
-        table::list(&mut conn).await.map_err(|e| e.to_string())
-    };
-    match tokio::time::timeout(state.shard_timeout, rows).await {
-        Ok(Ok(rows)) => (pin_entries(set, &rows), None),
-        Ok(Err(cause)) => {
-            tracing::warn!(error = %cause, "admin: cannot read the directory");
-            (pin_entries(set, &[]), Some("unreachable".to_owned()))
-        }
-        Err(_) => (
-            pin_entries(set, &[]),
-            Some(format!(
-                "no answer within {} ms",
-                state.shard_timeout.as_millis()
-            )),
-        ),
+    match super::on_control(state, "read the directory", |conn| {
+        Box::pin(table::list(conn))
+    })
+    .await
+    {
+        Ok(rows) => (pin_entries(set, &rows), None),
+        Err(reason) => (pin_entries(set, &[]), Some(reason)),
     }
 }

@@ -119,7 +119,7 @@ pub async fn current(
 }
 
 /// Where config pins and the hash put `tenant`, ignoring the directory.
-fn without_directory(shards: &ShardSet, tenant: &str) -> Placement {
+pub fn without_directory(shards: &ShardSet, tenant: &str) -> Placement {
     let route = PinRouter::from_shard_set(shards).decide(ShardKey::Str(tenant), shards);
     Placement {
         shard: shards.get(route.shard).name().to_owned(),
