@@ -5,7 +5,7 @@
 
 mod support;
 
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use bookmarks_sharded::jobs::queue::{self, NewJob};
@@ -143,13 +143,7 @@ impl Drop for Process {
 }
 
 fn start_process(config: &std::path::Path, instance: &str, command: &[&str]) -> Process {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_bookmarks"));
-    for (name, _) in std::env::vars().filter(|(k, _)| k.starts_with("AUTUMN_")) {
-        cmd.env_remove(name);
-    }
-    let child = cmd
-        .arg("--config")
-        .arg(config)
+    let child = bookmarks_command(config)
         .args(command)
         .env("INSTANCE_NAME", instance)
         .env("BIND", "127.0.0.1:0")

@@ -509,20 +509,22 @@ pub fn port_of(layout: &Layout, shard: &str) -> (u16, String) {
     (*port, db.clone())
 }
 
-/// Runs the `bookmarks` binary with `layout`'s topology as its config file.
-pub fn bookmarks_cli(layout: &Layout, args: &[&str]) -> std::process::Output {
-    let config = std::env::temp_dir().join(format!("{}.toml", unique("cli")));
-    std::fs::write(&config, layout.toml()).unwrap();
+/// The `bookmarks` binary with `--config config` and none of this process's `AUTUMN_*`
+/// overrides, so that only the file decides.
+pub fn bookmarks_command(config: &std::path::Path) -> std::process::Command {
     let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_bookmarks"));
     for (name, _) in std::env::vars().filter(|(k, _)| k.starts_with("AUTUMN_")) {
         cmd.env_remove(name);
     }
-    let out = cmd
-        .arg("--config")
-        .arg(&config)
-        .args(args)
-        .output()
-        .unwrap();
+    cmd.arg("--config").arg(config);
+    cmd
+}
+
+/// Runs the `bookmarks` binary with `layout`'s topology as its config file.
+pub fn bookmarks_cli(layout: &Layout, args: &[&str]) -> std::process::Output {
+    let config = std::env::temp_dir().join(format!("{}.toml", unique("cli")));
+    std::fs::write(&config, layout.toml()).unwrap();
+    let out = bookmarks_command(&config).args(args).output().unwrap();
     let _ = std::fs::remove_file(&config);
     out
 }
