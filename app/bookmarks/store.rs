@@ -101,9 +101,16 @@ pub async fn list(
     tenant: &TenantId,
     query: &ListQuery,
 ) -> Result<Page, DbError> {
+    use diesel::dsl::sql;
+    use diesel::sql_types::Bool;
+    // Whether each row waits for the search index, in the same round trip.
+    let waiting = sql::<Bool>(
+        "EXISTS (SELECT 1 FROM search_pending p \
+         WHERE p.tenant_id = bookmarks.tenant_id AND p.bookmark_id = bookmarks.id)",
+    );
     let mut sql = b::bookmarks
         .filter(b::tenant_id.eq(tenant.as_str()))
-        .select(Bookmark::as_select())
+        .select((Bookmark::as_select(), waiting))
         .order(b::id.desc())
         .limit(query.limit + 1)
         .into_boxed();
@@ -116,17 +123,20 @@ pub async fn list(
     if let Some(q) = &query.q {
         sql = sql.filter(search_hits(tenant.as_str(), q));
     }
-    let mut items: Vec<Bookmark> = sql.load(conn).await?;
-    let next_cursor = if items.len() as i64 > query.limit {
-        items.truncate(query.limit as usize);
-        items.last().map(|last| last.id)
+    let mut rows: Vec<(Bookmark, bool)> = sql.load(conn).await?;
+    let next_cursor = if rows.len() as i64 > query.limit {
+        rows.truncate(query.limit as usize);
+        rows.last().map(|(last, _)| last.id)
     } else {
         None
     };
-    let ids: Vec<Uuid> = items.iter().map(|b| b.id).collect();
-    let unindexed = unindexed_among(conn, tenant, &ids).await?;
+    let unindexed = rows
+        .iter()
+        .filter(|(_, waiting)| *waiting)
+        .map(|(b, _)| b.id)
+        .collect();
     Ok(Page {
-        items,
+        items: rows.into_iter().map(|(b, _)| b).collect(),
         next_cursor,
         unindexed,
     })
@@ -165,30 +175,6 @@ fn search_hits(
     .sql(" AND bookmark_document(k.title, k.url, k.notes, k.tags) @@ websearch_to_tsquery('english', ")
     .bind::<Text, _>(q.to_owned())
     .sql("))")
-}
-
-/// Which of `ids` (the tenant's) are waiting for the search index.
-pub async fn unindexed_among(
-    conn: &mut AsyncPgConnection,
-    tenant: &TenantId,
-    ids: &[Uuid],
-) -> Result<HashSet<Uuid>, DbError> {
-    if ids.is_empty() {
-        return Ok(HashSet::new());
-    }
-    #[derive(QueryableByName)]
-    struct Row {
-        #[diesel(sql_type = diesel::sql_types::Uuid)]
-        bookmark_id: Uuid,
-    }
-    let rows: Vec<Row> = diesel::sql_query(
-        "SELECT bookmark_id FROM search_pending WHERE tenant_id = $1 AND bookmark_id = ANY($2)",
-    )
-    .bind::<diesel::sql_types::Text, _>(tenant.as_str())
-    .bind::<diesel::sql_types::Array<diesel::sql_types::Uuid>, _>(ids)
-    .load(conn)
-    .await?;
-    Ok(rows.into_iter().map(|r| r.bookmark_id).collect())
 }
 
 /// Applies a validated patch; `None` when the tenant has no such bookmark.
