@@ -16,6 +16,7 @@ use crate::jobs::worker::{self, JobCounts, WorkerOptions};
 use crate::migrate::{self, Kind, Selection};
 use crate::search::reindexer::{self, IndexStates, ReindexOptions};
 use crate::sharding::access::Shards;
+use crate::sharding::breaker::spawn_liveness_monitor;
 use crate::sharding::directory::listener;
 use crate::sharding::health::spawn_replica_monitor;
 use crate::sharding::replicas::ReplicaStates;
@@ -38,6 +39,9 @@ pub struct ServeOptions {
     pub request_timeout: Duration,
     /// How often replica readiness is re-checked in the background.
     pub replica_check_interval: Duration,
+    /// How often every database server's liveness is checked, so that a server that goes
+    /// silent opens its breaker even before a request is sent to it.
+    pub liveness_interval: Duration,
     /// Mounts the admin page, for whoever presents this token.
     pub admin_token: Option<AdminToken>,
     /// Run the background work (a reindexer per shard, a job worker) in this process.
@@ -55,6 +59,7 @@ impl Default for ServeOptions {
             shard_timeout: Duration::from_millis(1500),
             request_timeout: Duration::from_secs(10),
             replica_check_interval: Duration::from_secs(2),
+            liveness_interval: Duration::from_secs(1),
             admin_token: None,
             background: true,
             reindex: ReindexOptions::default(),
@@ -68,6 +73,7 @@ pub struct Application {
     router: axum::Router,
     state: AppState,
     replica_check_interval: Duration,
+    liveness_interval: Duration,
     background: Option<(ReindexOptions, WorkerOptions)>,
 }
 
@@ -124,6 +130,7 @@ impl Application {
             router,
             state,
             replica_check_interval: options.replica_check_interval,
+            liveness_interval: options.liveness_interval,
             background: options
                 .background
                 .then_some((options.reindex, options.jobs)),
@@ -140,18 +147,23 @@ impl Application {
         &self.state
     }
 
-    /// Starts what runs beside the requests: the replica monitor, the directory listener
-    /// (with directory routing), and when enabled the reindexers and the job worker.
-    /// They run until aborted.
+    /// Starts what runs beside the requests: the replica and liveness monitors, the
+    /// directory listener (with directory routing), and when enabled the reindexers and the
+    /// job worker. They run until aborted.
     fn spawn_tasks(&self) -> Vec<tokio::task::JoinHandle<()>> {
         let state = &self.state;
         let (set, replicas) = state.shards.shared();
-        let mut tasks = vec![spawn_replica_monitor(
-            set,
-            replicas,
-            Arc::clone(&state.expected_shard_migrations),
-            self.replica_check_interval,
-        )];
+        let mut breakers: Vec<_> = set.iter().flat_map(|s| s.breakers()).cloned().collect();
+        breakers.extend(state.directory.as_ref().map(|d| Arc::clone(d.breaker())));
+        let mut tasks = vec![
+            spawn_replica_monitor(
+                set,
+                replicas,
+                Arc::clone(&state.expected_shard_migrations),
+                self.replica_check_interval,
+            ),
+            spawn_liveness_monitor(breakers, self.liveness_interval),
+        ];
         if let Some(router) = state.directory.clone() {
             let topology = state.shards.set().topology();
             tasks.push(listener::spawn(

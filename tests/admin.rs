@@ -466,6 +466,13 @@ async fn with_a_shard_down_every_view_answers_with_what_it_has_and_names_the_mis
     assert_eq!(cards["shards"][1]["primary"]["up"], false);
     assert_eq!(cards["coverage"][1]["status"], "missing");
     assert_eq!(cards["coverage"][1]["reason"], "unreachable");
+    let circuit = &cards["shards"][1]["circuits"][0];
+    assert_eq!(circuit["role"], "primary", "{circuit}");
+    assert_eq!(
+        circuit["open"], true,
+        "the failed checkout opened it: {circuit}"
+    );
+    assert_eq!(cards["shards"][0]["circuits"][0]["open"], false);
 
     let page = admin_json(&app, "/admin/api/bookmarks").await;
     assert_eq!(page["complete"], false);
@@ -474,6 +481,10 @@ async fn with_a_shard_down_every_view_answers_with_what_it_has_and_names_the_mis
     assert_eq!(page["shards"][1]["status"], "missing");
 
     let html = admin_html(&app, "/admin").await;
+    assert!(
+        html.contains("primary circuit</dt><dd><span class=\"down\">open</span>"),
+        "the card shows the open circuit"
+    );
     let banner = html
         .split("id=\"banner\"")
         .nth(1)

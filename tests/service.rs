@@ -632,7 +632,10 @@ async fn health_readiness_and_metrics_describe_every_shard() {
         actuator["database_shards"]["shard1"]["primary"]["max_size"],
         8
     );
-    assert_eq!(actuator["total_max_connections"], 8 + (8 + 4 + 1) + (8 + 1));
+    assert_eq!(
+        actuator["total_max_connections"],
+        8 + (8 + 1 + 1 + 4 + 1) + (8 + 1 + 1)
+    );
     app.stop().await;
 }
 
@@ -775,33 +778,55 @@ async fn the_html_ui_picks_a_tenant_by_cookie_escapes_output_and_refuses_cross_s
     app.stop().await;
 }
 
+/// Why the test transaction below ended without committing.
+enum TxError {
+    RolledBackOnPurpose,
+    Db(diesel::result::Error),
+}
+
+impl From<diesel::result::Error> for TxError {
+    fn from(e: diesel::result::Error) -> Self {
+        TxError::Db(e)
+    }
+}
+
+impl bookmarks_sharded::web::extract::QueryFailure for TxError {
+    fn into_api(
+        self,
+        classify: &dyn Fn(diesel::result::Error) -> bookmarks_sharded::web::error::ApiError,
+    ) -> bookmarks_sharded::web::error::ApiError {
+        match self {
+            TxError::RolledBackOnPurpose => bookmarks_sharded::web::error::ApiError::BadRequest {
+                code: "rolled_back",
+                message: "the handler rolled back".to_owned(),
+            },
+            TxError::Db(e) => classify(e),
+        }
+    }
+}
+
 /// A handler that writes two rows in one `ShardedDb::tx`, optionally failing after the first.
 async fn two_rows_in_one_transaction(
     mut db: bookmarks_sharded::web::extract::ShardedDb,
     axum::extract::Path(fail): axum::extract::Path<bool>,
 ) -> Result<&'static str, bookmarks_sharded::web::error::ApiError> {
     use diesel_async::RunQueryDsl;
-    let result = db
-        .tx(|conn| {
-            Box::pin(async move {
-                for url in ["https://tx.example/1", "https://tx.example/2"] {
-                    diesel::sql_query("INSERT INTO bookmarks (tenant_id, id, url) VALUES ('tx-tenant', gen_random_uuid(), $1)")
-                        .bind::<diesel::sql_types::Text, _>(url)
-                        .execute(conn)
-                        .await?;
-                    if fail {
-                        return Err(diesel::result::Error::RollbackTransaction);
-                    }
+    db.tx(|conn| {
+        Box::pin(async move {
+            for url in ["https://tx.example/1", "https://tx.example/2"] {
+                diesel::sql_query("INSERT INTO bookmarks (tenant_id, id, url) VALUES ('tx-tenant', gen_random_uuid(), $1)")
+                    .bind::<diesel::sql_types::Text, _>(url)
+                    .execute(conn)
+                    .await?;
+                if fail {
+                    return Err(TxError::RolledBackOnPurpose);
                 }
-                Ok(())
-            })
+            }
+            Ok(())
         })
-        .await;
-    match result {
-        Ok(()) => Ok("committed"),
-        Err(diesel::result::Error::RollbackTransaction) => Ok("rolled back"),
-        Err(e) => Err(db.fail(e)),
-    }
+    })
+    .await?;
+    Ok("committed")
 }
 
 #[tokio::test]
@@ -842,7 +867,11 @@ async fn sharded_db_tx_commits_or_rolls_back_on_the_tenants_own_shard() {
     };
 
     let res = call(true).await.unwrap();
-    assert_eq!(res.status(), 200);
+    assert_eq!(
+        res.status(),
+        400,
+        "the handler's own error reaches the client"
+    );
     assert_eq!(
         count().await[0][0].as_deref(),
         Some("0"),

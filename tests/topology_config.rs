@@ -331,7 +331,8 @@ fn total_max_connections_counts_control_primaries_and_only_configured_replicas()
     let s = load(&text).unwrap();
     assert_eq!(
         s.topology.total_max_connections(),
-        5 + (7 + 3 + 1) + (7 + 1)
+        // Each server adds its liveness session; each primary its leader session.
+        5 + (7 + 1 + 1 + 3 + 1) + (7 + 1 + 1)
     );
 }
 
@@ -555,8 +556,8 @@ fn directory_settings_have_defaults_and_environment_overrides() {
         s.topology.directory_cache_ttl,
         std::time::Duration::from_millis(1500)
     );
-    // The listener's connection counts toward the budget.
-    assert_eq!(s.topology.total_max_connections(), 8 + 1 + (8 + 1));
+    // The listener's and the control liveness session's connections count toward the budget.
+    assert_eq!(s.topology.total_max_connections(), 8 + 2 + (8 + 1 + 1));
     let p = load_env(
         &format!("{CONTROL}{}", shard("a", None)),
         &[("AUTUMN_SHARDING__DIRECTORY_ROUTER", "yes")],

@@ -10,10 +10,11 @@ use serde::Serialize;
 
 use crate::bookmarks::store;
 use crate::search::reindexer::IndexSnapshot;
+use crate::sharding::breaker::BreakerSnapshot;
 use crate::sharding::cross_shard::{CrossShard, FanOut, Server};
 use crate::sharding::directory::placement::{PinEntry, pin_entries};
 use crate::sharding::directory::table;
-use crate::sharding::health::{check_replica, probe};
+use crate::sharding::health::{check_replica, probe_primary};
 use crate::sharding::shard_set::PgPool;
 use crate::sharding::slot_range::display_ranges;
 use crate::sharding::{SLOT_COUNT, Shard};
@@ -65,6 +66,8 @@ pub struct ShardCard {
     pub expected_migration: String,
     /// The search index as this process's reindexer last saw it.
     pub index: IndexSnapshot,
+    /// This process's circuit breakers for the shard's servers.
+    pub circuits: Vec<BreakerSnapshot>,
 }
 
 /// Colours for shards in declaration order (cards, map and legend agree).
@@ -99,22 +102,6 @@ pub async fn shard_facts(cross: &CrossShard) -> FanOut<((i64, i64), Option<Strin
         .await
 }
 
-async fn timed_probe(pool: &PgPool, replica: bool, state: &AppState) -> ServerState {
-    let started = Instant::now();
-    let p = probe(
-        pool,
-        replica,
-        &state.expected_shard_migrations,
-        state.shard_timeout,
-    )
-    .await;
-    ServerState {
-        up: p.up,
-        detail: p.detail,
-        probe_ms: millis(started.elapsed()),
-    }
-}
-
 fn millis(d: Duration) -> u64 {
     d.as_millis() as u64
 }
@@ -131,7 +118,15 @@ fn pool_state(server: &'static str, pool: &PgPool) -> PoolState {
 }
 
 async fn probe_shard(shard: &Shard, state: &AppState) -> (ServerState, Option<ServerState>) {
-    let primary = timed_probe(shard.primary_pool(), false, state);
+    let primary = async {
+        let started = Instant::now();
+        let p = probe_primary(shard, &state.expected_shard_migrations, state.shard_timeout).await;
+        ServerState {
+            up: p.up,
+            detail: p.detail,
+            probe_ms: millis(started.elapsed()),
+        }
+    };
     let replica = async {
         let started = Instant::now();
         let p = check_replica(
@@ -205,6 +200,7 @@ pub async fn shard_cards(
                     .get(shard.name())
                     .map(|s| s.snapshot())
                     .unwrap_or_default(),
+                circuits: shard.breakers().map(|b| b.snapshot()).collect(),
             }
         })
         .collect();

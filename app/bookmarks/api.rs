@@ -12,7 +12,9 @@ use uuid::Uuid;
 use super::model::{Bookmark, NewBookmarkInput, PatchInput};
 use super::store::{self, ListQuery, StoreError};
 use crate::web::error::ApiError;
-use crate::web::extract::{ApiJson, ApiPath, ApiQuery, ShardedDb, ShardedReadDb, Tenant};
+use crate::web::extract::{
+    ApiJson, ApiPath, ApiQuery, QueryFailure, ShardedDb, ShardedReadDb, Tenant,
+};
 use crate::web::state::AppState;
 
 pub const DEFAULT_PAGE: i64 = 20;
@@ -93,20 +95,13 @@ impl ListParams {
     }
 }
 
-impl From<StoreError> for ApiError {
-    fn from(e: StoreError) -> Self {
-        match e {
+/// Store errors on a known shard: the shard classifies database errors, a duplicate stays a 409.
+impl QueryFailure for StoreError {
+    fn into_api(self, classify: &dyn Fn(diesel::result::Error) -> ApiError) -> ApiError {
+        match self {
+            StoreError::Db(e) => classify(e),
             StoreError::Duplicate { existing } => ApiError::DuplicateUrl { existing },
-            StoreError::Db(e) => ApiError::Internal(e.into()),
         }
-    }
-}
-
-/// Store errors on a known shard: a lost connection names the shard, a duplicate stays a 409.
-pub fn store_fail(db: &ShardedDb, e: StoreError) -> ApiError {
-    match e {
-        StoreError::Db(e) => db.fail(e),
-        dup => dup.into(),
     }
 }
 
@@ -126,9 +121,9 @@ async fn create(
     ApiJson(input): ApiJson<NewBookmarkInput>,
 ) -> Result<Response, ApiError> {
     let draft = input.validate().map_err(ApiError::Validation)?;
-    let created = store::insert(&mut db, &tenant, &draft)
-        .await
-        .map_err(|e| store_fail(&db, e))?;
+    let created = db
+        .write(async |c| store::insert(c, &tenant, &draft).await)
+        .await?;
     Ok((StatusCode::CREATED, view(&db, &created)).into_response())
 }
 
@@ -138,9 +133,9 @@ async fn list(
     ApiQuery(params): ApiQuery<ListParams>,
 ) -> Result<Response, ApiError> {
     let query = params.parse()?;
-    let page = store::list(&mut db, &tenant, &query)
-        .await
-        .map_err(|e| db.fail(e))?;
+    let page = db
+        .read(async |c| store::list(c, &tenant, &query).await)
+        .await?;
     Ok(Json(ListView {
         shard: db.shard(),
         tenant: tenant.as_str(),
@@ -162,10 +157,7 @@ async fn show(
     mut db: ShardedDb,
     ApiPath(id): ApiPath<Uuid>,
 ) -> Result<Response, ApiError> {
-    match store::get(&mut db, &tenant, id)
-        .await
-        .map_err(|e| db.fail(e))?
-    {
+    match db.read(async |c| store::get(c, &tenant, id).await).await? {
         Some(b) => Ok(view(&db, &b).into_response()),
         None => Err(ApiError::NotFound("no bookmark has that id")),
     }
@@ -178,9 +170,9 @@ async fn update(
     ApiJson(input): ApiJson<PatchInput>,
 ) -> Result<Response, ApiError> {
     let patch = input.validate().map_err(ApiError::Validation)?;
-    match store::update(&mut db, &tenant, id, &patch)
-        .await
-        .map_err(|e| store_fail(&db, e))?
+    match db
+        .write(async |c| store::update(c, &tenant, id, &patch).await)
+        .await?
     {
         Some(b) => Ok(view(&db, &b).into_response()),
         None => Err(ApiError::NotFound("no bookmark has that id")),
@@ -192,9 +184,9 @@ async fn remove(
     mut db: ShardedDb,
     ApiPath(id): ApiPath<Uuid>,
 ) -> Result<Response, ApiError> {
-    if store::delete(&mut db, &tenant, id)
-        .await
-        .map_err(|e| db.fail(e))?
+    if db
+        .write(async |c| store::delete(c, &tenant, id).await)
+        .await?
     {
         Ok(StatusCode::NO_CONTENT.into_response())
     } else {
@@ -205,9 +197,9 @@ async fn remove(
 /// The tenant's tag counts. An aggregate that tolerates replica lag, so it takes the
 /// replica-aware read path (and says which server answered).
 async fn tags(Tenant(tenant): Tenant, mut db: ShardedReadDb) -> Result<Response, ApiError> {
-    let counts = store::tag_counts(&mut db, &tenant)
-        .await
-        .map_err(|e| db.fail(e))?;
+    let counts = db
+        .read(async |c| store::tag_counts(c, &tenant).await)
+        .await?;
     let tags: Vec<serde_json::Value> = counts
         .into_iter()
         .map(|(tag, count)| serde_json::json!({ "tag": tag, "count": count }))

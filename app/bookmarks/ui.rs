@@ -15,7 +15,7 @@ use axum_extra::extract::cookie::{Cookie, SameSite};
 use serde::Deserialize;
 use uuid::Uuid;
 
-use super::api::{ListParams, store_fail};
+use super::api::ListParams;
 use super::model::{Bookmark, FieldError, NewBookmarkInput, PatchInput, split_tags};
 use super::store;
 use crate::tenancy::{self, TENANT_COOKIE, TenantId};
@@ -142,9 +142,9 @@ async fn home(
     let q = params.q.clone().unwrap_or_default();
     let query = params.parse()?;
     let mut db = shard_db(parts, &state).await?;
-    let page = store::list(&mut db, &tenant, &query)
-        .await
-        .map_err(|e| db.fail(e))?;
+    let page = db
+        .read(async |c| store::list(c, &tenant, &query).await)
+        .await?;
     Ok((
         jar,
         ListPage {
@@ -270,9 +270,10 @@ async fn create(
     };
     let result = match input.validate() {
         Err(fields) => Err(ApiError::Validation(fields)),
-        Ok(draft) => store::insert(&mut db, &tenant, &draft)
-            .await
-            .map_err(|e| store_fail(&db, e)),
+        Ok(draft) => {
+            db.write(async |c| store::insert(c, &tenant, &draft).await)
+                .await
+        }
     };
     match result {
         Ok(_) => Ok(Redirect::to("/").into_response()),
@@ -287,9 +288,9 @@ async fn edit_form(
     ApiPath(id): ApiPath<Uuid>,
 ) -> Result<Response, ApiError> {
     let (jar, csrf) = csrf::token(jar);
-    let b = store::get(&mut db, &tenant, id)
-        .await
-        .map_err(|e| db.fail(e))?
+    let b = db
+        .read(async |c| store::get(c, &tenant, id).await)
+        .await?
         .ok_or(ApiError::NotFound("no bookmark has that id"))?;
     let page = FormPage {
         csrf,
@@ -321,9 +322,10 @@ async fn update(
     };
     let result = match input.validate() {
         Err(fields) => Err(ApiError::Validation(fields)),
-        Ok(patch) => store::update(&mut db, &tenant, id, &patch)
-            .await
-            .map_err(|e| store_fail(&db, e)),
+        Ok(patch) => {
+            db.write(async |c| store::update(c, &tenant, id, &patch).await)
+                .await
+        }
     };
     match result {
         Ok(Some(_)) => Ok(Redirect::to("/").into_response()),
@@ -340,8 +342,7 @@ async fn delete(
     UiForm(form): UiForm<CsrfForm>,
 ) -> Result<Response, ApiError> {
     csrf::check(&jar, &form.csrf)?;
-    store::delete(&mut db, &tenant, id)
-        .await
-        .map_err(|e| db.fail(e))?;
+    db.write(async |c| store::delete(c, &tenant, id).await)
+        .await?;
     Ok(Redirect::to("/").into_response())
 }

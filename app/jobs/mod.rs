@@ -72,7 +72,7 @@ impl Job {
                     .primary(shards.set().get(route.shard))
                     .await
                     .map_err(fail)?;
-                let documents = search::reindex_tenant(&mut conn.conn, tenant.as_str())
+                let documents = search::reindex_tenant(conn.raw(), tenant.as_str())
                     .await
                     .map_err(|e| format!("on shard {}: {e}", conn.name))?;
                 Ok(json!({ "shard": conn.name, "documents": documents }))
@@ -80,11 +80,11 @@ impl Job {
             Job::ReindexShard { shard } => {
                 let mut conn = shards.db_on(shard).await.map_err(fail)?;
                 let on = |e: diesel::result::Error| format!("on shard {shard}: {e}");
-                let tenants = search::tenants_on_shard(&mut conn.conn).await.map_err(on)?;
+                let tenants = search::tenants_on_shard(conn.raw()).await.map_err(on)?;
                 let mut documents = 0i64;
                 for tenant in &tenants {
                     documents += i64::from(
-                        search::reindex_tenant(&mut conn.conn, tenant)
+                        search::reindex_tenant(conn.raw(), tenant)
                             .await
                             .map_err(on)?,
                     );

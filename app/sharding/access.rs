@@ -6,8 +6,11 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use deadpool::managed::Object;
+use diesel_async::AsyncPgConnection;
 use futures::StreamExt;
 
+use super::breaker::{Breaker, unreachable};
 use super::replicas::ReplicaStates;
 use super::router::{Route, RouteError, ShardRouter};
 use super::shard_set::{CheckoutError, PgConn, Shard, ShardId, ShardSet};
@@ -31,6 +34,12 @@ pub enum ShardError {
     ReplicaUnavailable { shard: String },
     #[error("shard {shard} did not answer within {timeout:?}")]
     Timeout { shard: String, timeout: Duration },
+    /// The server's circuit breaker is open: it recently stopped answering.
+    #[error("shard {shard} is unavailable: its {role} stopped answering (circuit open)")]
+    CircuitOpen { shard: String, role: &'static str },
+    /// A write was sent but its answer never came: it may or may not have been applied.
+    #[error("shard {shard} did not confirm the write; its outcome is unknown")]
+    WriteOutcomeUnknown { shard: String },
     #[error("query on shard {shard} failed: {source}")]
     Query {
         shard: String,
@@ -61,6 +70,8 @@ impl ShardError {
             ShardError::Unavailable { shard, .. }
             | ShardError::ReplicaUnavailable { shard }
             | ShardError::Timeout { shard, .. }
+            | ShardError::CircuitOpen { shard, .. }
+            | ShardError::WriteOutcomeUnknown { shard, .. }
             | ShardError::Query { shard, .. }
             | ShardError::TenantMoving { shard }
             | ShardError::TenantMoved { shard, .. } => Some(shard),
@@ -68,9 +79,10 @@ impl ShardError {
         }
     }
 
-    /// Classifies a query error: a lost connection means the shard went away mid-request;
-    /// the tenant guard's refusals say the tenant is moving or has moved.
-    pub fn from_query(shard: &str, source: diesel::result::Error) -> Self {
+    /// Classifies a query error: a lost connection means the shard went away mid-request
+    /// (and a write's outcome is then unknown); the tenant guard's refusals say the tenant
+    /// is moving or has moved.
+    pub fn from_query(shard: &str, intent: Intent, source: diesel::result::Error) -> Self {
         use diesel::result::{DatabaseErrorKind, Error};
         if let Error::DatabaseError(_, info) = &source
             && let Some(hint) = info.hint()
@@ -88,6 +100,14 @@ impl ShardError {
             }
         }
         match source {
+            // The statement may have reached the server before the connection died.
+            Error::DatabaseError(DatabaseErrorKind::ClosedConnection, _)
+                if intent == Intent::Write =>
+            {
+                ShardError::WriteOutcomeUnknown {
+                    shard: shard.to_owned(),
+                }
+            }
             Error::DatabaseError(
                 DatabaseErrorKind::ClosedConnection | DatabaseErrorKind::UnableToSendCommand,
                 _,
@@ -104,13 +124,110 @@ impl ShardError {
     }
 }
 
+/// Whether a statement may change data: a write cut off by its deadline has an unknown
+/// outcome, which clients must be told.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Intent {
+    Read,
+    Write,
+}
+
 /// A connection checked out of one shard, with the shard's name for errors and labels.
+///
+/// Statements run through [`ShardConn::within`] get the shard's query deadline. A connection
+/// whose statement was cut off (by that deadline, or because the request itself was dropped)
+/// is discarded when this is dropped, never returned to the pool: its server may still be
+/// working on the statement, or may be gone.
 pub struct ShardConn {
-    pub conn: PgConn,
+    /// `Some` until `Drop`.
+    conn: Option<PgConn>,
+    /// A statement may be in flight on `conn`.
+    dirty: bool,
+    breaker: Arc<Breaker>,
+    query_timeout: Duration,
     pub shard: ShardId,
     pub name: String,
     /// True when this read connection is on the replica rather than the primary.
     pub on_replica: bool,
+}
+
+impl ShardConn {
+    fn new(conn: PgConn, shard: &Shard, on_replica: bool) -> Self {
+        let breaker = if on_replica {
+            shard.replica_breaker()
+        } else {
+            None
+        }
+        .unwrap_or(shard.primary_breaker());
+        Self {
+            conn: Some(conn),
+            dirty: false,
+            breaker: Arc::clone(breaker),
+            query_timeout: shard.query_timeout(),
+            shard: shard.id(),
+            name: shard.name().to_owned(),
+            on_replica,
+        }
+    }
+
+    /// The connection, without a deadline: for background work whose statements are
+    /// bounded by their own batch sizes, not by a request.
+    pub fn raw(&mut self) -> &mut AsyncPgConnection {
+        self.conn
+            .as_mut()
+            .expect("the connection is only taken when the ShardConn is dropped")
+    }
+
+    /// Runs `work` within the shard's query deadline. If the deadline passes, the statement
+    /// is abandoned, the connection will be discarded, the server's breaker opens (its
+    /// recovery probe closes it at once if the server is merely slow), and the error says
+    /// whether a write's outcome is unknown.
+    pub async fn within<T, E>(
+        &mut self,
+        intent: Intent,
+        work: impl AsyncFnOnce(&mut AsyncPgConnection) -> Result<T, E>,
+    ) -> Result<Result<T, E>, ShardError> {
+        if self.dirty {
+            // An earlier statement on this connection was cut off.
+            return Err(self.deadline_error(intent));
+        }
+        let deadline = self.query_timeout;
+        self.dirty = true;
+        let conn = self
+            .conn
+            .as_mut()
+            .expect("the connection is only taken when the ShardConn is dropped");
+        match tokio::time::timeout(deadline, work(conn)).await {
+            Ok(outcome) => {
+                self.dirty = false;
+                Ok(outcome)
+            }
+            Err(_) => {
+                self.breaker.trip("statement deadline passed");
+                Err(self.deadline_error(intent))
+            }
+        }
+    }
+
+    fn deadline_error(&self, intent: Intent) -> ShardError {
+        let shard = self.name.clone();
+        let timeout = self.query_timeout;
+        match intent {
+            Intent::Read => ShardError::Timeout { shard, timeout },
+            Intent::Write => ShardError::WriteOutcomeUnknown { shard },
+        }
+    }
+}
+
+impl Drop for ShardConn {
+    fn drop(&mut self) {
+        if self.dirty
+            && let Some(conn) = self.conn.take()
+        {
+            // Out of the pool for good; dropping it closes the socket.
+            drop(Object::take(conn));
+        }
+    }
 }
 
 /// Routing plus pools plus replica readiness: everything needed to reach a shard.
@@ -186,38 +303,40 @@ impl Shards {
     }
 
     pub async fn primary(&self, shard: &Shard) -> Result<ShardConn, ShardError> {
-        let conn = shard
-            .primary_pool()
-            .get()
-            .await
-            .map_err(|source| ShardError::Unavailable {
+        let breaker = shard.primary_breaker();
+        if breaker.is_open() {
+            return Err(ShardError::CircuitOpen {
                 shard: shard.name().to_owned(),
-                source,
-            })?;
-        Ok(ShardConn {
-            conn,
-            shard: shard.id(),
-            name: shard.name().to_owned(),
-            on_replica: false,
-        })
+                role: "primary",
+            });
+        }
+        match shard.primary_pool().get().await {
+            Ok(conn) => Ok(ShardConn::new(conn, shard, false)),
+            Err(source) => {
+                if let Some(reason) = unreachable(&source) {
+                    breaker.trip(reason);
+                }
+                Err(ShardError::Unavailable {
+                    shard: shard.name().to_owned(),
+                    source,
+                })
+            }
+        }
     }
 
     /// The replica-aware read path for one shard.
     pub async fn read(&self, shard: &Shard) -> Result<ShardConn, ShardError> {
-        if let Some(pool) = shard.replica_pool() {
-            if self.replicas.is_ready(shard.id()) {
+        if let (Some(pool), Some(breaker)) = (shard.replica_pool(), shard.replica_breaker()) {
+            if self.replicas.is_ready(shard.id()) && !breaker.is_open() {
                 match pool.get().await {
-                    Ok(conn) => {
-                        return Ok(ShardConn {
-                            conn,
-                            shard: shard.id(),
-                            name: shard.name().to_owned(),
-                            on_replica: true,
-                        });
+                    Ok(conn) => return Ok(ShardConn::new(conn, shard, true)),
+                    Err(e) => {
+                        if let Some(reason) = unreachable(&e) {
+                            breaker.trip(reason);
+                        }
+                        self.replicas
+                            .mark_unready(shard, &format!("checkout failed: {e}"))
                     }
-                    Err(e) => self
-                        .replicas
-                        .mark_unready(shard, &format!("checkout failed: {e}")),
                 }
             }
             if shard.replica_fallback() == ReplicaFallback::FailReadiness {

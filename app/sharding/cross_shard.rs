@@ -14,7 +14,7 @@ use diesel_async::{AsyncPgConnection, RunQueryDsl};
 use futures::future::BoxFuture;
 use serde::Serialize;
 
-use super::access::{ShardError, Shards};
+use super::access::{Intent, ShardError, Shards};
 
 /// A replica further behind than this is reported as stale.
 pub const STALE_AFTER: Duration = Duration::from_secs(2);
@@ -129,7 +129,8 @@ impl<T> FanOut<T> {
 /// What a client may learn about a shard's failure: its kind, not the server's words.
 pub fn public_reason(e: &ShardError) -> String {
     match e {
-        ShardError::Unavailable { .. } => "unreachable".to_owned(),
+        // An open circuit is the same failure, remembered: the card shows the circuit.
+        ShardError::Unavailable { .. } | ShardError::CircuitOpen { .. } => "unreachable".to_owned(),
         ShardError::Timeout { timeout, .. } => {
             format!("no answer within {} ms", timeout.as_millis())
         }
@@ -191,27 +192,29 @@ impl CrossShard {
             .shards
             .each_shard(replica_aware, self.timeout, |mut conn| async move {
                 let started = Instant::now();
-                let name = conn.name.clone();
-                let fail = |e| ShardError::from_query(&name, e);
-                let replica_lag = if conn.on_replica {
-                    let lag: Lag = diesel::sql_query(LAG_SQL)
-                        .get_result(&mut conn.conn)
-                        .await
-                        .map_err(fail)?;
-                    Some(Duration::from_millis(lag.lag_ms.max(0.0) as u64))
-                } else {
-                    None
-                };
-                let value = conn
-                    .conn
-                    .build_transaction()
-                    .read_only()
-                    .run(async |c| work(c).await)
-                    .await
-                    .map_err(fail)?;
+                let on_replica = conn.on_replica;
+                // Within the query deadline: if the fan-out's own timeout drops this part
+                // first, the connection is discarded rather than pooled mid-statement.
+                let (replica_lag, value) = conn
+                    .within(Intent::Read, async |c| {
+                        let lag = if on_replica {
+                            let lag: Lag = diesel::sql_query(LAG_SQL).get_result(c).await?;
+                            Some(Duration::from_millis(lag.lag_ms.max(0.0) as u64))
+                        } else {
+                            None
+                        };
+                        let value = c
+                            .build_transaction()
+                            .read_only()
+                            .run(async |c| work(c).await)
+                            .await?;
+                        diesel::QueryResult::Ok((lag, value))
+                    })
+                    .await?
+                    .map_err(|e| ShardError::from_query(&conn.name, Intent::Read, e))?;
                 Ok(Answered {
                     value,
-                    server: if conn.on_replica {
+                    server: if on_replica {
                         Server::Replica
                     } else {
                         Server::Primary

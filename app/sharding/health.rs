@@ -112,6 +112,20 @@ async fn probe_inner(pool: &PgPool, expect_replica: bool, expected: &BTreeSet<St
     }
 }
 
+/// What a probe says about a server whose breaker is open: it is known to be unreachable
+/// (refusing, or silent), and saying so at once keeps readiness fast during a partition;
+/// the breaker's own recovery task finds out when it answers again. The same word as a
+/// failed probe's, so that the two read alike; the circuit's state is reported beside it.
+const CIRCUIT_OPEN: &str = "unreachable";
+
+/// Probes a shard's primary, unless its breaker already says it is silent.
+pub async fn probe_primary(shard: &Shard, expected: &BTreeSet<String>, timeout: Duration) -> Probe {
+    if shard.primary_breaker().is_open() {
+        return Probe::down(CIRCUIT_OPEN);
+    }
+    probe(shard.primary_pool(), false, expected, timeout).await
+}
+
 /// Probes a shard's replica, if it has one, and records the result for the read path.
 pub async fn check_replica(
     shard: &Shard,
@@ -119,7 +133,12 @@ pub async fn check_replica(
     expected: &BTreeSet<String>,
     timeout: Duration,
 ) -> Option<Probe> {
-    let p = probe(shard.replica_pool()?, true, expected, timeout).await;
+    let pool = shard.replica_pool()?;
+    let p = if shard.replica_breaker().is_some_and(|b| b.is_open()) {
+        Probe::down(CIRCUIT_OPEN)
+    } else {
+        probe(pool, true, expected, timeout).await
+    };
     if p.up {
         states.mark_ready(shard);
     } else {

@@ -7,6 +7,7 @@
 //! Nothing here knows what a bookmark is.
 
 pub mod access;
+pub mod breaker;
 pub mod cross_shard;
 pub mod db_url;
 pub mod directory;

@@ -11,9 +11,12 @@ use std::time::Duration;
 use deadpool::Runtime;
 use deadpool::managed::{Pool, PoolError, Timeouts};
 use diesel_async::AsyncPgConnection;
-use diesel_async::pooled_connection::{AsyncDieselConnectionManager, PoolError as ConnectError};
+use diesel_async::pooled_connection::{
+    AsyncDieselConnectionManager, ManagerConfig, PoolError as ConnectError, RecyclingMethod,
+};
 
 use super::DbUrl;
+use super::breaker::{Breaker, Role};
 use super::router::{Route, RouteVia};
 use super::slot::{ShardKey, Slot};
 use super::topology::{ReplicaFallback, ShardSpec, Topology};
@@ -40,12 +43,15 @@ impl ShardId {
     }
 }
 
-/// One shard: its configuration and its pools.
+/// One shard: its configuration, its pools and a circuit breaker for each server.
 pub struct Shard {
     id: ShardId,
     spec: ShardSpec,
     primary: PgPool,
     replica: Option<PgPool>,
+    primary_breaker: Arc<Breaker>,
+    replica_breaker: Option<Arc<Breaker>>,
+    query_timeout: Duration,
 }
 
 impl Shard {
@@ -71,6 +77,24 @@ impl Shard {
 
     pub fn replica_fallback(&self) -> ReplicaFallback {
         self.spec.replica_fallback
+    }
+
+    pub fn primary_breaker(&self) -> &Arc<Breaker> {
+        &self.primary_breaker
+    }
+
+    pub fn replica_breaker(&self) -> Option<&Arc<Breaker>> {
+        self.replica_breaker.as_ref()
+    }
+
+    /// The breakers of this shard's servers, primary first.
+    pub fn breakers(&self) -> impl Iterator<Item = &Arc<Breaker>> {
+        std::iter::once(&self.primary_breaker).chain(self.replica_breaker.as_ref())
+    }
+
+    /// How long one statement on this shard may take before the server counts as silent.
+    pub fn query_timeout(&self) -> Duration {
+        self.query_timeout
     }
 }
 
@@ -117,11 +141,25 @@ impl ShardSet {
                     .as_ref()
                     .map(|url| build_pool(url, spec.replica_pool_size, &topology, &target))
                     .transpose()?;
+                let breaker = |role: Role, url: &DbUrl| {
+                    Breaker::new(
+                        format!("shard {} {}", spec.name, role.as_str()),
+                        role,
+                        url.clone(),
+                        topology.connect_timeout,
+                    )
+                };
                 Ok(Shard {
                     id: ShardId(i as u16),
                     spec: spec.clone(),
                     primary,
                     replica,
+                    primary_breaker: breaker(Role::Primary, &spec.primary_url),
+                    replica_breaker: spec
+                        .replica_url
+                        .as_ref()
+                        .map(|url| breaker(Role::Replica, url)),
+                    query_timeout: topology.query_timeout,
                 })
             })
             .collect::<Result<Vec<_>, PoolBuildError>>()?;
@@ -187,13 +225,23 @@ impl fmt::Debug for ShardSet {
 
 /// A lazily connecting pool whose every wait is bounded, so a dead server costs a request
 /// `connect_timeout` rather than the operating system's TCP timeout.
+///
+/// Checkouts do not ping (`RecyclingMethod::Fast`). A connection whose server closed it is
+/// still never handed out (the driver sees the socket close), and the ping would not help
+/// with a *silent* server: it would wait out the recycle timeout on every idle connection
+/// in turn before giving up, several seconds per request. Silence is caught instead by the
+/// query deadline and the circuit breakers ([`super::breaker`]). It also saves a round
+/// trip on every checkout.
 pub fn build_pool(
     url: &DbUrl,
     size: u32,
     topology: &Topology,
     target: &str,
 ) -> Result<PgPool, PoolBuildError> {
-    let manager = AsyncDieselConnectionManager::<AsyncPgConnection>::new(url.expose());
+    let mut config = ManagerConfig::default();
+    config.recycling_method = RecyclingMethod::Fast;
+    let manager =
+        AsyncDieselConnectionManager::<AsyncPgConnection>::new_with_config(url.expose(), config);
     Pool::builder(manager)
         .max_size(size as usize)
         .runtime(Runtime::Tokio1)

@@ -19,6 +19,8 @@ pub const DEFAULT_PRIMARY_POOL_SIZE: u32 = 8;
 pub const DEFAULT_REPLICA_POOL_SIZE: u32 = 4;
 const DEFAULT_CONNECT_TIMEOUT_MS: u64 = 2_000;
 const DEFAULT_ACQUIRE_TIMEOUT_MS: u64 = 3_000;
+/// Well under the server's 10 s request timeout, and far above any request-path statement.
+const DEFAULT_QUERY_TIMEOUT_MS: u64 = 2_000;
 pub const DEFAULT_DIRECTORY_CACHE_TTL_MS: u64 = 30_000;
 
 /// `[database]` as written in the file, before validation.
@@ -39,6 +41,9 @@ pub struct RawDatabase {
     pub connect_timeout_ms: Option<u64>,
     /// How long a request waits for a pooled connection.
     pub acquire_timeout_ms: Option<u64>,
+    /// How long one request-path statement may wait for the shard's answer before the
+    /// server counts as silent (its connection is discarded and its breaker opens).
+    pub query_timeout_ms: Option<u64>,
     #[serde(default)]
     pub shards: Vec<RawShard>,
 }
@@ -124,14 +129,14 @@ impl ShardSpec {
 
     /// Connections this shard may hold open at once: its pools, plus the one session a
     /// background task keeps on the primary (a per-shard leader election holds its lock
-    /// there, outside the pool).
+    /// there, outside the pool), plus the liveness monitor's session on each server.
     pub fn max_connections(&self) -> u32 {
         let replica = if self.replica_url.is_some() {
-            self.replica_pool_size
+            self.replica_pool_size + 1
         } else {
             0
         };
-        self.primary_pool_size + replica + 1
+        self.primary_pool_size + 1 + replica + 1
     }
 }
 
@@ -142,6 +147,7 @@ pub struct Topology {
     pub control_pool_size: u32,
     pub connect_timeout: Duration,
     pub acquire_timeout: Duration,
+    pub query_timeout: Duration,
     pub shards: Vec<ShardSpec>,
     /// `owner[slot]` is the index into `shards` of the slot's owner.
     owner: Box<[u16]>,
@@ -199,6 +205,12 @@ impl Topology {
             "[database] acquire_timeout_ms",
             db.acquire_timeout_ms,
             DEFAULT_ACQUIRE_TIMEOUT_MS,
+            &mut problems,
+        );
+        let query_timeout = timeout(
+            "[database] query_timeout_ms",
+            db.query_timeout_ms,
+            DEFAULT_QUERY_TIMEOUT_MS,
             &mut problems,
         );
 
@@ -320,6 +332,7 @@ impl Topology {
             control_pool_size,
             connect_timeout,
             acquire_timeout,
+            query_timeout,
             shards: specs,
             owner,
             pins,
@@ -338,12 +351,13 @@ impl Topology {
         usize::from(self.owner[usize::from(slot)])
     }
 
-    /// Every connection the process may open: control (plus the directory listener's own
-    /// connection when directory routing is on) + each shard's primary and replica pools.
+    /// Every connection the process may open: control (plus, when directory routing is on,
+    /// the directory listener's connection and the control liveness session) + each shard's
+    /// (see [`ShardSpec::max_connections`]).
     /// Compare it with the servers' `max_connections` × the number of app replicas.
     pub fn total_max_connections(&self) -> u32 {
         self.control_pool_size
-            + u32::from(self.directory_router)
+            + 2 * u32::from(self.directory_router)
             + self
                 .shards
                 .iter()

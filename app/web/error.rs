@@ -69,6 +69,8 @@ impl ApiError {
                 ShardError::Unavailable { .. }
                 | ShardError::ReplicaUnavailable { .. }
                 | ShardError::Timeout { .. }
+                | ShardError::CircuitOpen { .. }
+                | ShardError::WriteOutcomeUnknown { .. }
                 | ShardError::Route(_)
                 | ShardError::TenantMoving { .. }
                 | ShardError::TenantMoved { .. } => StatusCode::SERVICE_UNAVAILABLE,
@@ -158,6 +160,20 @@ impl ApiError {
                          after Retry-After seconds"
                     ),
                     json!({ "shard": to }),
+                ),
+                ShardError::WriteOutcomeUnknown { shard } => (
+                    "write_outcome_unknown",
+                    format!(
+                        "shard {shard} stopped answering after the write was sent, so it may or \
+                         may not have been applied; retry the same request after Retry-After \
+                         seconds (a repeated create answers 409 with the existing id)"
+                    ),
+                    json!({ "shard": shard }),
+                ),
+                ShardError::CircuitOpen { shard, role } => (
+                    "shard_unavailable",
+                    format!("shard {shard} is unavailable; try again later"),
+                    json!({ "shard": shard, "circuit": "open", "server": role }),
                 ),
                 ShardError::Unavailable { shard, .. } | ShardError::Timeout { shard, .. } => (
                     "shard_unavailable",

@@ -6,18 +6,16 @@
 //! `X-Shard` header, the metrics label and the request's tracing span.
 
 use std::marker::PhantomData;
-use std::ops::{Deref, DerefMut};
 use std::sync::{Arc, OnceLock};
 
 use axum::extract::{Form, FromRequest, FromRequestParts, Json, Path, Query};
 use axum::http::request::Parts;
-use diesel_async::AsyncConnection;
-use diesel_async::AsyncPgConnection;
+use diesel_async::{AsyncConnection, AsyncPgConnection};
 use futures::future::BoxFuture;
 
 use super::error::ApiError;
 use super::state::AppState;
-use crate::sharding::access::{ShardConn, ShardError, Shards};
+use crate::sharding::access::{Intent, ShardConn, ShardError, Shards};
 use crate::sharding::cross_shard::CrossShard;
 use crate::tenancy::{self, TenantId};
 
@@ -51,9 +49,10 @@ impl FromRequestParts<AppState> for Tenant {
 }
 
 /// A connection to the request tenant's shard, checked out by the extractor. `M` says which
-/// server: [`ShardedDb`] (the primary) or [`ShardedReadDb`] (replica-aware). It derefs to
-/// `AsyncPgConnection`; [`ShardedConnection::tx`] runs a transaction on that one shard
-/// (there are no cross-shard transactions).
+/// server: [`ShardedDb`] (the primary) or [`ShardedReadDb`] (replica-aware). Statements run
+/// through [`ShardedConnection::read`] or [`ShardedConnection::write`], which bound them by
+/// the shard's query deadline and turn their errors into API errors. There are no
+/// cross-shard transactions: a transaction opened inside `work` runs on this one shard.
 pub struct ShardedConnection<M> {
     inner: ShardConn,
     /// To forget the tenant's route when its shard says it has moved.
@@ -86,6 +85,18 @@ impl ConnectionMode for ReplicaAware {
     const READ: bool = true;
 }
 
+/// An error from a handler's queries that may carry a database error, which only the
+/// shard's connection can classify (lost connection, tenant moved, …).
+pub trait QueryFailure {
+    fn into_api(self, classify: &dyn Fn(diesel::result::Error) -> ApiError) -> ApiError;
+}
+
+impl QueryFailure for diesel::result::Error {
+    fn into_api(self, classify: &dyn Fn(diesel::result::Error) -> ApiError) -> ApiError {
+        classify(self)
+    }
+}
+
 impl<M> ShardedConnection<M> {
     pub fn shard(&self) -> &str {
         &self.inner.name
@@ -96,42 +107,69 @@ impl<M> ShardedConnection<M> {
         self.inner.on_replica
     }
 
-    /// Runs `work` in one transaction on this shard, committing if it returns `Ok` and
-    /// rolling back otherwise. There are no cross-shard transactions.
-    pub async fn tx<T, E, F>(&mut self, work: F) -> Result<T, E>
+    /// Runs statements that change nothing, within the shard's query deadline. A read that
+    /// a silent replica left unanswered is retried once, by the shard's read path again:
+    /// the replica's breaker is open by then, so the retry goes where `replica_fallback`
+    /// says.
+    pub async fn read<T, E: QueryFailure>(
+        &mut self,
+        work: impl AsyncFnOnce(&mut AsyncPgConnection) -> Result<T, E> + Clone,
+    ) -> Result<T, ApiError> {
+        match self.run(Intent::Read, work.clone()).await {
+            Err(ApiError::Shard(ShardError::Timeout { .. })) if self.inner.on_replica => {
+                let shard = self.shards.set().get(self.inner.shard);
+                // Replacing `inner` drops the cut-off connection, which discards it.
+                self.inner = self.shards.read(shard).await?;
+                self.run(Intent::Read, work).await
+            }
+            outcome => outcome,
+        }
+    }
+
+    /// Runs statements that may change data, within the shard's query deadline. If the
+    /// shard goes silent after a statement was sent, the answer says the outcome is unknown
+    /// rather than guessing.
+    pub async fn write<T, E: QueryFailure>(
+        &mut self,
+        work: impl AsyncFnOnce(&mut AsyncPgConnection) -> Result<T, E>,
+    ) -> Result<T, ApiError> {
+        self.run(Intent::Write, work).await
+    }
+
+    /// Runs `work` as one transaction on this shard (there are no cross-shard
+    /// transactions): committed if it returns `Ok`, rolled back otherwise. A write, within
+    /// the query deadline.
+    pub async fn tx<T, E, F>(&mut self, work: F) -> Result<T, ApiError>
     where
         F: for<'c> FnOnce(&'c mut AsyncPgConnection) -> BoxFuture<'c, Result<T, E>> + Send,
-        E: From<diesel::result::Error> + Send,
         T: Send,
+        E: QueryFailure + From<diesel::result::Error> + Send,
     {
-        self.inner
-            .conn
-            .transaction(async move |conn| work(conn).await)
+        self.write(async move |c| c.transaction(async move |c| work(c).await).await)
             .await
     }
 
-    /// Maps a query error to the API, naming this shard if the connection was lost. When
-    /// the shard says the tenant has moved (this process routed by a stale cache entry),
-    /// the route is forgotten so that the client's retry goes to the new shard.
-    pub fn fail(&self, e: diesel::result::Error) -> ApiError {
-        let e = ShardError::from_query(&self.inner.name, e);
+    async fn run<T, E: QueryFailure>(
+        &mut self,
+        intent: Intent,
+        work: impl AsyncFnOnce(&mut AsyncPgConnection) -> Result<T, E>,
+    ) -> Result<T, ApiError> {
+        match self.inner.within(intent, work).await {
+            Ok(Ok(value)) => Ok(value),
+            Ok(Err(e)) => Err(e.into_api(&|db| self.classify(intent, db))),
+            Err(e) => Err(ApiError::Shard(e)),
+        }
+    }
+
+    /// Maps a database error, naming this shard if the connection was lost. When the shard
+    /// says the tenant has moved (this process routed by a stale cache entry), the route is
+    /// forgotten so that the client's retry goes to the new shard.
+    fn classify(&self, intent: Intent, e: diesel::result::Error) -> ApiError {
+        let e = ShardError::from_query(&self.inner.name, intent, e);
         if let ShardError::TenantMoved { .. } = e {
             self.shards.forget(self.tenant.as_str());
         }
         ApiError::Shard(e)
-    }
-}
-
-impl<M> Deref for ShardedConnection<M> {
-    type Target = AsyncPgConnection;
-    fn deref(&self) -> &AsyncPgConnection {
-        &self.inner.conn
-    }
-}
-
-impl<M> DerefMut for ShardedConnection<M> {
-    fn deref_mut(&mut self) -> &mut AsyncPgConnection {
-        &mut self.inner.conn
     }
 }
 

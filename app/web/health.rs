@@ -10,7 +10,7 @@ use axum::http::StatusCode;
 use serde_json::{Value, json};
 
 use super::state::AppState;
-use crate::sharding::health::{check_replica, probe};
+use crate::sharding::health::{check_replica, probe, probe_primary};
 use crate::sharding::topology::ReplicaFallback;
 
 /// Liveness: the process is serving. Database trouble must not get it restarted.
@@ -49,7 +49,7 @@ pub async fn readiness(state: &AppState) -> Value {
     );
     let per_shard = futures::future::join_all(shards.iter().map(|shard| async move {
         let expected = &state.expected_shard_migrations;
-        let primary = probe(shard.primary_pool(), false, expected, timeout);
+        let primary = probe_primary(shard, expected, timeout);
         let replica = check_replica(shard, state.shards.replicas(), expected, timeout);
         let (primary, replica) = futures::join!(primary, replica);
         (shard, primary, replica)
@@ -67,6 +67,13 @@ pub async fn readiness(state: &AppState) -> Value {
         let mut details = json!({
             "primary": primary.detail,
             "slots": shard.spec().slot_count(),
+            "circuit": shard
+                .breakers()
+                .map(|b| {
+                    let state = if b.is_open() { "open" } else { "closed" };
+                    (b.role().as_str().to_owned(), json!(state))
+                })
+                .collect::<serde_json::Map<_, _>>(),
         });
         if let Some(replica) = replica {
             if replica.up {

@@ -2,7 +2,7 @@
 //! `/actuator/metrics` (JSON, with a `database_shards` block of pool stats and slot counts,
 //! and the directory cache's counters when directory routing is on).
 
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
 use axum::Json;
@@ -15,6 +15,7 @@ use serde_json::{Value, json};
 
 use super::extract::ServedByShard;
 use super::state::AppState;
+use crate::sharding::breaker::Breaker;
 use crate::sharding::shard_set::PgPool;
 
 const LATENCY_BUCKETS: &[f64] = &[
@@ -103,6 +104,30 @@ fn record_pool_gauges(state: &AppState) {
     }
 }
 
+/// Each server's circuit breaker: open or not, and how often it has opened.
+fn record_breakers(state: &AppState) {
+    for (target, breaker) in breakers(state) {
+        let b = breaker.snapshot();
+        let labels = [("shard", target), ("role", b.role.as_str().to_owned())];
+        metrics::gauge!("db_circuit_open", &labels).set(f64::from(u8::from(b.open)));
+        metrics::counter!("db_circuit_trips_total", &labels).absolute(b.trips);
+    }
+}
+
+/// Every breaker with the name its metrics carry (a shard's name, or "control").
+fn breakers(state: &AppState) -> Vec<(String, &Arc<Breaker>)> {
+    let mut all: Vec<(String, &Arc<Breaker>)> = state
+        .shards
+        .set()
+        .iter()
+        .flat_map(|shard| shard.breakers().map(|b| (shard.name().to_owned(), b)))
+        .collect();
+    if let Some(directory) = &state.directory {
+        all.push(("control".to_owned(), directory.breaker()));
+    }
+    all
+}
+
 /// The directory router's counters are kept in the router (cheap atomics on the request
 /// path) and copied into the registry when scraped.
 fn record_directory(state: &AppState) {
@@ -148,6 +173,7 @@ pub fn index_json(state: &AppState) -> Value {
 
 pub async fn prometheus(State(state): State<AppState>) -> impl IntoResponse {
     record_pool_gauges(&state);
+    record_breakers(&state);
     record_directory(&state);
     record_background(&state);
     (
@@ -166,6 +192,7 @@ pub async fn actuator(State(state): State<AppState>) -> Json<Value> {
                 "primary": pool_json(shard.primary_pool()),
                 "replica": shard.replica_pool().map(pool_json),
                 "replica_ready": shard.replica_pool().map(|_| state.shards.replicas().is_ready(shard.id())),
+                "circuit": shard.breakers().map(|b| b.snapshot()).collect::<Vec<_>>(),
             }),
         );
     }
@@ -174,6 +201,7 @@ pub async fn actuator(State(state): State<AppState>) -> Json<Value> {
         "database_control": pool_json(&state.control),
         "database_shards": shards,
         "directory": state.directory.as_ref().map(|d| d.stats()),
+        "control_circuit": state.directory.as_ref().map(|d| d.breaker().snapshot()),
         "search_index": index_json(&state),
         "jobs": state
             .jobs

@@ -17,6 +17,7 @@ pub mod listener;
 pub mod placement;
 pub mod table;
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
@@ -24,6 +25,7 @@ use quanta::Instant;
 
 use futures::future::BoxFuture;
 
+use super::breaker::{Breaker, Role, unreachable};
 use super::router::{PinRouter, Route, RouteError, RouteVia, ShardRouter};
 use super::shard_set::{PgPool, ShardSet};
 use super::slot::ShardKey;
@@ -66,6 +68,10 @@ pub struct DirectoryRouter {
     listener_connected: AtomicBool,
     /// Whether the last directory lookup failed, so failures are logged once, not per request.
     lookups_failing: AtomicBool,
+    /// Bound on one directory statement.
+    query_timeout: Duration,
+    /// The control database's circuit breaker, as the request path sees it.
+    breaker: Arc<Breaker>,
 }
 
 impl DirectoryRouter {
@@ -81,7 +87,19 @@ impl DirectoryRouter {
             counters: Counters::default(),
             listener_connected: AtomicBool::new(false),
             lookups_failing: AtomicBool::new(false),
+            query_timeout: topology.query_timeout,
+            breaker: Breaker::new(
+                "control database".to_owned(),
+                Role::Control,
+                topology.control_url.clone(),
+                topology.connect_timeout,
+            ),
         }
+    }
+
+    /// The control database's breaker: for the liveness monitor, health and metrics.
+    pub fn breaker(&self) -> &Arc<Breaker> {
+        &self.breaker
     }
 
     pub fn ttl(&self) -> Duration {
@@ -169,17 +187,14 @@ impl DirectoryRouter {
         }
     }
 
-    /// Asks the control database for `key`'s row, within the lookup timeout.
+    /// Asks the control database for `key`'s row, within the lookup timeout. While the
+    /// control database's breaker is open, fails at once (cached routes keep serving).
     async fn fetch(&self, key: &str) -> Result<Option<String>, RouteError> {
-        let lookup = async {
-            let mut conn = self.control.get().await.map_err(|e| e.to_string())?;
-            table::shard_of(&mut conn, key)
-                .await
-                .map_err(|e| e.to_string())
+        let outcome = if self.breaker.is_open() {
+            Err("circuit open: the control database stopped answering".to_owned())
+        } else {
+            self.lookup(key).await
         };
-        let outcome = tokio::time::timeout(self.lookup_timeout, lookup)
-            .await
-            .unwrap_or_else(|_| Err(format!("no answer within {:?}", self.lookup_timeout)));
         match outcome {
             Ok(row) => {
                 if self.lookups_failing.swap(false, Ordering::AcqRel) {
@@ -196,6 +211,30 @@ impl DirectoryRouter {
                     );
                 }
                 Err(RouteError::DirectoryUnavailable { cause })
+            }
+        }
+    }
+
+    async fn lookup(&self, key: &str) -> Result<Option<String>, String> {
+        let bound = self.lookup_timeout;
+        let mut conn = match tokio::time::timeout(bound, self.control.get()).await {
+            Ok(Ok(conn)) => conn,
+            Ok(Err(e)) => {
+                if let Some(reason) = unreachable(&e) {
+                    self.breaker.trip(reason);
+                }
+                return Err(e.to_string());
+            }
+            Err(_) => return Err(format!("no connection within {bound:?}")),
+        };
+        let bound = self.query_timeout;
+        match tokio::time::timeout(bound, table::shard_of(&mut conn, key)).await {
+            Ok(row) => row.map_err(|e| e.to_string()),
+            Err(_) => {
+                // Cut off mid-statement: never hand this connection to the next lookup.
+                drop(deadpool::managed::Object::take(conn));
+                self.breaker.trip("statement deadline passed");
+                Err(format!("no answer within {bound:?}"))
             }
         }
     }
