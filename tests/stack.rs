@@ -1,7 +1,8 @@
 //! End to end through nginx on the real compose stack: two web replicas, control, shard0
 //! with its streaming replica, shard1. Runs the README walkthrough, checks placement in the
-//! shard containers, stops a shard, stops and kills a web replica under read load, and
-//! tears everything down.
+//! shard containers, stops a shard, freezes (pauses) a shard primary, a replica and the
+//! control database, stops and kills a web replica under read load, and tears everything
+//! down.
 //!
 //! `BOOKMARKS_STACK_OFFLINE=1` adds docker-compose.offline.yml (local stand-in images, built
 //! by scripts/build-offline-images.sh and scripts/build-offline-app-image.sh); otherwise the
@@ -238,6 +239,167 @@ async fn no_get_fails_while(stack: &Stack, what: &str, action: impl FnOnce()) {
     assert_eq!(
         failed, 0,
         "{what}: {failed} of {sent} GETs failed, e.g. {examples:?}"
+    );
+}
+
+/// One timed GET through nginx as `tenant`: (status, elapsed, JSON body, serving replica).
+async fn timed_get(stack: &Stack, path: &str, tenant: &str) -> (u16, Duration, Value, String) {
+    let started = Instant::now();
+    let res = stack
+        .get(path)
+        .header("X-Tenant-Id", tenant)
+        .send()
+        .await
+        .unwrap();
+    let took = started.elapsed();
+    let status = res.status().as_u16();
+    let replica = res
+        .headers()
+        .get("x-served-by")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
+    let body = res.json().await.unwrap_or_default();
+    (status, took, body, replica)
+}
+
+/// How long each web replica may take to notice a silent server by itself, through its
+/// liveness monitor (1 s interval) and a probe timeout (the 2 s connect timeout).
+const LIVENESS_NOTICE: Duration = Duration::from_millis(3500);
+
+/// A partition, not a stop: `docker compose pause` freezes a server so that connections
+/// stay open and nothing answers. Checks the targets of the README's outage table for a
+/// shard primary, the shard0 replica and the control database.
+async fn partitions_cost_one_timeout_then_fail_fast(stack: &Stack) {
+    for tenant in ["acme-corp", "hooli"] {
+        for _ in 0..4 {
+            assert_eq!(timed_get(stack, "/api/bookmarks", tenant).await.0, 200);
+        }
+    }
+
+    // Shard1's primary.
+    stack.compose(&["pause", "postgres-shard-1"]);
+    let (status, took, body, _) = timed_get(stack, "/api/bookmarks", "acme-corp").await;
+    assert_eq!(status, 503, "{body}");
+    assert_eq!(body["error"]["shard"], "shard1", "{body}");
+    assert!(
+        took <= Duration::from_millis(2500),
+        "the first request after the freeze took {took:?} (nginx must not retry a shard 503)"
+    );
+    eprintln!("partition: first shard1 request answered 503 in {took:?}");
+    tokio::time::sleep(LIVENESS_NOTICE).await;
+    let mut replicas = std::collections::BTreeSet::new();
+    let mut slowest = Duration::ZERO;
+    for _ in 0..20 {
+        let (status, took, body, replica) = timed_get(stack, "/api/bookmarks", "acme-corp").await;
+        assert_eq!(status, 503, "{body}");
+        assert_eq!(body["error"]["shard"], "shard1", "{body}");
+        assert!(
+            took <= Duration::from_millis(100),
+            "a later 503 took {took:?}"
+        );
+        slowest = slowest.max(took);
+        replicas.insert(replica);
+    }
+    assert_eq!(
+        replicas.len(),
+        2,
+        "both web replicas fail fast: {replicas:?}"
+    );
+    let mut shard0_slowest = Duration::ZERO;
+    for _ in 0..20 {
+        let (status, took, _, _) = timed_get(stack, "/api/bookmarks", "hooli").await;
+        assert_eq!(status, 200, "shard0 tenants are unaffected");
+        shard0_slowest = shard0_slowest.max(took);
+    }
+    assert!(
+        shard0_slowest <= Duration::from_millis(100),
+        "{shard0_slowest:?}"
+    );
+    eprintln!("partition: later shard1 503s ≤ {slowest:?}; shard0 200s ≤ {shard0_slowest:?}");
+    stack.compose(&["unpause", "postgres-shard-1"]);
+    let thawed = Instant::now();
+    let served = eventually(Duration::from_secs(5), || async {
+        let a = timed_get(stack, "/api/bookmarks", "acme-corp").await.0;
+        let b = timed_get(stack, "/api/bookmarks", "acme-corp").await.0;
+        a == 200 && b == 200
+    })
+    .await;
+    assert!(served, "shard1 tenants served within 5 s of unpause");
+    eprintln!(
+        "partition: shard1 served again {:?} after unpause",
+        thawed.elapsed()
+    );
+
+    // Shard0's read replica: reads fall back to the primary, then return to the replica.
+    stack.compose(&["pause", "postgres-shard-0-replica"]);
+    let (status, took, body, _) = timed_get(stack, "/api/tags", "hooli").await;
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        took <= Duration::from_millis(2500),
+        "first read took {took:?}"
+    );
+    tokio::time::sleep(LIVENESS_NOTICE).await;
+    for _ in 0..10 {
+        let (status, took, body, _) = timed_get(stack, "/api/tags", "hooli").await;
+        assert_eq!(status, 200);
+        assert_eq!(body["served_by"], "primary", "{body}");
+        assert!(
+            took <= Duration::from_millis(100),
+            "a later read took {took:?}"
+        );
+    }
+    stack.compose(&["unpause", "postgres-shard-0-replica"]);
+    let back = eventually(Duration::from_secs(10), || async {
+        let a = timed_get(stack, "/api/tags", "hooli").await.2;
+        let b = timed_get(stack, "/api/tags", "hooli").await.2;
+        a["served_by"] == "replica" && b["served_by"] == "replica"
+    })
+    .await;
+    assert!(back, "reads return to the replica after unpause");
+
+    // The control database: cached placements keep serving, uncached tenants fail fast.
+    stack.compose(&["pause", "postgres-control"]);
+    let (status, took, _, _) = timed_get(stack, "/api/bookmarks", "hooli").await;
+    assert_eq!(
+        status, 200,
+        "a cached placement serves while control is frozen"
+    );
+    assert!(took <= Duration::from_millis(100), "{took:?}");
+    let (status, took, body, _) = timed_get(stack, "/api/bookmarks", "partition-newcomer-0").await;
+    assert_eq!(status, 503, "{body}");
+    assert_eq!(body["error"]["code"], "directory_unavailable", "{body}");
+    assert!(
+        took <= Duration::from_millis(2500),
+        "first lookup took {took:?}"
+    );
+    tokio::time::sleep(LIVENESS_NOTICE).await;
+    for i in 1..=10 {
+        let tenant = format!("partition-newcomer-{i}");
+        let (status, took, body, _) = timed_get(stack, "/api/bookmarks", &tenant).await;
+        assert_eq!(status, 503, "{body}");
+        assert!(
+            took <= Duration::from_millis(100),
+            "a later lookup took {took:?}"
+        );
+        let (status, took, _, _) = timed_get(stack, "/api/bookmarks", "hooli").await;
+        assert_eq!(status, 200);
+        assert!(took <= Duration::from_millis(100), "{took:?}");
+    }
+    stack.compose(&["unpause", "postgres-control"]);
+    let served = eventually(Duration::from_secs(5), || async {
+        let a = timed_get(stack, "/api/bookmarks", "partition-newcomer-0")
+            .await
+            .0;
+        let b = timed_get(stack, "/api/bookmarks", "partition-newcomer-0")
+            .await
+            .0;
+        a == 200 && b == 200
+    })
+    .await;
+    assert!(
+        served,
+        "uncached tenants served within 5 s of unpausing control"
     );
 }
 
@@ -520,6 +682,8 @@ async fn the_compose_stack_serves_through_nginx_survives_outages_and_tears_down_
         recovered,
         "shard1 tenants and /ready recovered within 30 s without restarting web replicas"
     );
+
+    partitions_cost_one_timeout_then_fail_fast(&stack).await;
 
     // A web replica leaving, gracefully and not: readers never notice.
     no_get_fails_while(&stack, "docker compose stop web1", || {
