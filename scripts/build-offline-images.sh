@@ -25,7 +25,7 @@ declare -A TAG=(
 # don't. The merged-usr hook sets up /usr-merge directly instead of pulling in usrmerge (and perl).
 declare -A PACKAGES=(
 	[debian]="ca-certificates curl"
-	[postgres]="postgresql-15 xz-utils zstd"
+	[postgres]="postgresql-15 locales xz-utils zstd"
 	[nginx]="nginx gettext-base ca-certificates curl"
 )
 

@@ -434,6 +434,26 @@ async fn the_compose_stack_serves_through_nginx_survives_outages_and_tears_down_
     );
     eprintln!("stack ready after {:?}", started.elapsed());
 
+    // The primary admits replication because our init script said so, not because the image
+    // did (the official image's pg_hba.conf has no such line, and neither has the stand-in's),
+    // and databases get the official image's collation.
+    assert_eq!(
+        stack.psql(
+            "postgres-shard-0",
+            "select string_agg(array_to_string(user_name, ','), ' ') from pg_hba_file_rules \
+             where 'replication' = any(database) and type = 'host' and address = 'all'"
+        ),
+        "replicator",
+        "only the line 10-replication.sh wrote admits replication from other hosts"
+    );
+    assert_eq!(
+        stack.psql(
+            "postgres-shard-0",
+            "select datcollate from pg_database where datname = current_database()"
+        ),
+        "en_US.utf8"
+    );
+
     // The README walkthrough, verbatim.
     let snippets = walkthrough(port);
     assert!(

@@ -8,9 +8,11 @@
 #     fed to psql) against a socket-only temporary server whose log goes to STDOUT;
 #   - then `exec postgres "$@"` as user postgres, logging to STDERR; a first argument that is not
 #     `postgres` (or an option) is exec'ed as-is, as root.
-# Additions over the official image: pg_hba also admits streaming replicas
-# (`host replication all all <method>`), and when PGDATA was already initialised a background
-# watcher copies the "ready to accept connections" line to STDOUT (see mirror_ready_line_to_stdout).
+# pg_hba.conf is the official image's: initdb's defaults plus `host all all all <method>`, so
+# replication from other hosts is admitted only by an init script (ours is
+# docker/postgres/primary-init/10-replication.sh), exactly as on the official image.
+# Addition over the official image: when PGDATA was already initialised a background watcher
+# copies the "ready to accept connections" line to STDOUT (see mirror_ready_line_to_stdout).
 set -Eeo pipefail
 
 # file_env VAR [DEFAULT]: VAR may instead be given as a path in VAR_FILE (docker secrets).
@@ -88,8 +90,8 @@ init_database_dir() {
 	eval 'initdb --username="$POSTGRES_USER" --pwfile=<(printf "%s\n" "$POSTGRES_PASSWORD") '"$POSTGRES_INITDB_ARGS"' "$@"'
 }
 
-# Password (or POSTGRES_HOST_AUTH_METHOD) authentication for TCP connections from anywhere, for
-# ordinary sessions and for streaming replication. Arguments: the postgres server arguments.
+# Password (or POSTGRES_HOST_AUTH_METHOD) authentication for ordinary TCP sessions from anywhere,
+# as the official image writes it. Arguments: the postgres server arguments.
 setup_hba_conf() {
 	if [ "${1:-}" = postgres ]; then shift; fi
 	local auth
@@ -98,7 +100,6 @@ setup_hba_conf() {
 	{
 		printf '\n# added by docker-entrypoint.sh\n'
 		printf 'host all all all %s\n' "$POSTGRES_HOST_AUTH_METHOD"
-		printf 'host replication all all %s\n' "$POSTGRES_HOST_AUTH_METHOD"
 	} >>"$PGDATA/pg_hba.conf"
 }
 
