@@ -156,14 +156,7 @@ async fn a_frozen_shard_costs_one_deadline_then_its_tenants_fail_fast_until_it_t
         "one transition, however many requests failed"
     );
     let started = Instant::now();
-    let ready: Value = app
-        .get("/ready")
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let ready = app.json("/ready").await;
     assert!(
         started.elapsed() < Duration::from_millis(500),
         "/ready stays fast"
@@ -247,14 +240,16 @@ async fn a_statement_past_its_deadline_ends_its_request_and_its_connection_is_ne
     assert!(closed, "a live server's circuit closes within one connect");
 
     let url = "https://a.example/maybe";
+    let create = || async {
+        app.post("/api/bookmarks")
+            .header("X-Tenant-Id", "acme-corp")
+            .json(&json!({ "url": url }))
+            .send()
+            .await
+            .unwrap()
+    };
     let started = Instant::now();
-    let res = app
-        .post("/api/bookmarks")
-        .header("X-Tenant-Id", "acme-corp")
-        .json(&json!({ "url": url }))
-        .send()
-        .await
-        .unwrap();
+    let res = create().await;
     assert!(started.elapsed() < Duration::from_millis(QUERY_TIMEOUT_MS + 500));
     assert_eq!(res.status(), 503);
     assert!(res.headers().contains_key("retry-after"));
@@ -302,13 +297,7 @@ async fn a_statement_past_its_deadline_ends_its_request_and_its_connection_is_ne
     assert!(served, "the shard serves again once the lock is gone");
 
     // The unknown write may or may not have landed; retrying it never makes two.
-    let retry = app
-        .post("/api/bookmarks")
-        .header("X-Tenant-Id", "acme-corp")
-        .json(&json!({ "url": url }))
-        .send()
-        .await
-        .unwrap();
+    let retry = create().await;
     let status = retry.status().as_u16();
     let body: Value = retry.json().await.unwrap();
     let rows = sql(
