@@ -6,11 +6,11 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use deadpool::managed::Object;
 use diesel_async::AsyncPgConnection;
 use futures::StreamExt;
 
-use super::breaker::{Breaker, unreachable};
+use super::breaker::{Breaker, Role};
+use super::guarded::{CutOff, GuardedConn};
 use super::replicas::ReplicaStates;
 use super::router::{Route, RouteError, ShardRouter};
 use super::shard_set::{CheckoutError, PgConn, Shard, ShardId, ShardSet};
@@ -134,17 +134,10 @@ pub enum Intent {
 
 /// A connection checked out of one shard, with the shard's name for errors and labels.
 ///
-/// Statements run through [`ShardConn::within`] get the shard's query deadline. A connection
-/// whose statement was cut off (by that deadline, or because the request itself was dropped)
-/// is discarded when this is dropped, never returned to the pool: its server may still be
-/// working on the statement, or may be gone.
+/// Statements run through [`ShardConn::within`] get the shard's query deadline; a
+/// connection whose statement was cut off is discarded, never pooled ([`GuardedConn`]).
 pub struct ShardConn {
-    /// `Some` until `Drop`.
-    conn: Option<PgConn>,
-    /// A statement may be in flight on `conn`.
-    dirty: bool,
-    breaker: Arc<Breaker>,
-    query_timeout: Duration,
+    conn: GuardedConn,
     pub shard: ShardId,
     pub name: String,
     /// True when this read connection is on the replica rather than the primary.
@@ -152,81 +145,38 @@ pub struct ShardConn {
 }
 
 impl ShardConn {
-    fn new(conn: PgConn, shard: &Shard, on_replica: bool) -> Self {
-        let breaker = if on_replica {
-            shard.replica_breaker()
-        } else {
-            None
-        }
-        .unwrap_or(shard.primary_breaker());
+    /// `breaker` is that of the server `conn` came from.
+    fn new(conn: PgConn, shard: &Shard, breaker: &Arc<Breaker>) -> Self {
         Self {
-            conn: Some(conn),
-            dirty: false,
-            breaker: Arc::clone(breaker),
-            query_timeout: shard.query_timeout(),
+            conn: GuardedConn::new(conn, Arc::clone(breaker), shard.query_timeout()),
             shard: shard.id(),
             name: shard.name().to_owned(),
-            on_replica,
+            on_replica: breaker.role() == Role::Replica,
         }
     }
 
     /// The connection, without a deadline: for background work whose statements are
     /// bounded by their own batch sizes, not by a request.
     pub fn raw(&mut self) -> &mut AsyncPgConnection {
-        self.conn
-            .as_mut()
-            .expect("the connection is only taken when the ShardConn is dropped")
+        self.conn.raw()
     }
 
-    /// Runs `work` within the shard's query deadline. If the deadline passes, the statement
-    /// is abandoned, the connection will be discarded, the server's breaker opens (its
-    /// recovery probe closes it at once if the server is merely slow), and the error says
-    /// whether a write's outcome is unknown.
+    /// Runs `work` within the shard's query deadline. If the deadline passes (now, or for
+    /// an earlier statement on this connection), the error says whether a write's outcome
+    /// is unknown.
     pub async fn within<T, E>(
         &mut self,
         intent: Intent,
         work: impl AsyncFnOnce(&mut AsyncPgConnection) -> Result<T, E>,
     ) -> Result<Result<T, E>, ShardError> {
-        if self.dirty {
-            // An earlier statement on this connection was cut off.
-            return Err(self.deadline_error(intent));
-        }
-        let deadline = self.query_timeout;
-        self.dirty = true;
-        let conn = self
-            .conn
-            .as_mut()
-            .expect("the connection is only taken when the ShardConn is dropped");
-        match tokio::time::timeout(deadline, work(conn)).await {
-            Ok(outcome) => {
-                self.dirty = false;
-                Ok(outcome)
+        self.conn.within(work).await.map_err(|CutOff| {
+            let shard = self.name.clone();
+            let timeout = self.conn.deadline();
+            match intent {
+                Intent::Read => ShardError::Timeout { shard, timeout },
+                Intent::Write => ShardError::WriteOutcomeUnknown { shard },
             }
-            Err(_) => {
-                self.breaker.trip("statement deadline passed");
-                Err(self.deadline_error(intent))
-            }
-        }
-    }
-
-    fn deadline_error(&self, intent: Intent) -> ShardError {
-        let shard = self.name.clone();
-        let timeout = self.query_timeout;
-        match intent {
-            Intent::Read => ShardError::Timeout { shard, timeout },
-            Intent::Write => ShardError::WriteOutcomeUnknown { shard },
-        }
-    }
-}
-
-impl Drop for ShardConn {
-    fn drop(&mut self) {
-        if self.dirty
-            && let Some(conn) = self.conn.take()
-        {
-            // Out of the pool for good; dropping it closes the socket.
-            drop(Object::take(conn));
-        }
+        })
     }
 }
 
@@ -310,17 +260,12 @@ impl Shards {
                 role: "primary",
             });
         }
-        match shard.primary_pool().get().await {
-            Ok(conn) => Ok(ShardConn::new(conn, shard, false)),
-            Err(source) => {
-                if let Some(reason) = unreachable(&source) {
-                    breaker.trip(reason);
-                }
-                Err(ShardError::Unavailable {
-                    shard: shard.name().to_owned(),
-                    source,
-                })
-            }
+        match breaker.checkout(shard.primary_pool()).await {
+            Ok(conn) => Ok(ShardConn::new(conn, shard, breaker)),
+            Err(source) => Err(ShardError::Unavailable {
+                shard: shard.name().to_owned(),
+                source,
+            }),
         }
     }
 
@@ -328,15 +273,11 @@ impl Shards {
     pub async fn read(&self, shard: &Shard) -> Result<ShardConn, ShardError> {
         if let (Some(pool), Some(breaker)) = (shard.replica_pool(), shard.replica_breaker()) {
             if self.replicas.is_ready(shard.id()) && !breaker.is_open() {
-                match pool.get().await {
-                    Ok(conn) => return Ok(ShardConn::new(conn, shard, true)),
-                    Err(e) => {
-                        if let Some(reason) = unreachable(&e) {
-                            breaker.trip(reason);
-                        }
-                        self.replicas
-                            .mark_unready(shard, &format!("checkout failed: {e}"))
-                    }
+                match breaker.checkout(pool).await {
+                    Ok(conn) => return Ok(ShardConn::new(conn, shard, breaker)),
+                    Err(e) => self
+                        .replicas
+                        .mark_unready(shard, &format!("checkout failed: {e}")),
                 }
             }
             if shard.replica_fallback() == ReplicaFallback::FailReadiness {

@@ -19,7 +19,7 @@ use diesel_async::{AsyncConnection, AsyncPgConnection};
 use quanta::Instant;
 
 use super::DbUrl;
-use super::shard_set::CheckoutError;
+use super::shard_set::{CheckoutError, PgConn, PgPool};
 
 /// Pause between recovery attempts while a breaker is open.
 pub const RECOVERY_EVERY: Duration = Duration::from_millis(500);
@@ -143,6 +143,18 @@ impl Breaker {
         }
     }
 
+    /// Checks a connection out of `pool`, this breaker's server's pool, opening the breaker
+    /// when the failure says the server is unreachable.
+    pub async fn checkout(self: &Arc<Self>, pool: &PgPool) -> Result<PgConn, CheckoutError> {
+        let outcome = pool.get().await;
+        if let Err(e) = &outcome
+            && let Some(reason) = unreachable(e)
+        {
+            self.trip(reason);
+        }
+        outcome
+    }
+
     /// A fresh connection (never a pooled one) that has answered `SELECT 1`, within the
     /// probe timeout.
     async fn connect(&self) -> Result<AsyncPgConnection, &'static str> {
@@ -212,7 +224,7 @@ impl Breaker {
 /// Whether a failed checkout says the server itself is unreachable (as opposed to the pool
 /// being busy): a connect that failed or timed out, or a pooled connection whose check went
 /// unanswered. Returns the reason to trip with.
-pub fn unreachable(e: &CheckoutError) -> Option<&'static str> {
+fn unreachable(e: &CheckoutError) -> Option<&'static str> {
     use deadpool::managed::{PoolError, TimeoutType};
     match e {
         PoolError::Timeout(TimeoutType::Create) => Some("connect timed out"),

@@ -11,6 +11,7 @@ pub mod breaker;
 pub mod cross_shard;
 pub mod db_url;
 pub mod directory;
+pub mod guarded;
 pub mod health;
 pub mod replicas;
 pub mod router;

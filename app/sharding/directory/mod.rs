@@ -25,7 +25,8 @@ use quanta::Instant;
 
 use futures::future::BoxFuture;
 
-use super::breaker::{Breaker, Role, unreachable};
+use super::breaker::{Breaker, Role};
+use super::guarded::{CutOff, GuardedConn};
 use super::router::{PinRouter, Route, RouteError, RouteVia, ShardRouter};
 use super::shard_set::{PgPool, ShardSet};
 use super::slot::ShardKey;
@@ -217,26 +218,16 @@ impl DirectoryRouter {
 
     async fn lookup(&self, key: &str) -> Result<Option<String>, String> {
         let bound = self.lookup_timeout;
-        let mut conn = match tokio::time::timeout(bound, self.control.get()).await {
+        let conn = match tokio::time::timeout(bound, self.breaker.checkout(&self.control)).await {
             Ok(Ok(conn)) => conn,
-            Ok(Err(e)) => {
-                if let Some(reason) = unreachable(&e) {
-                    self.breaker.trip(reason);
-                }
-                return Err(e.to_string());
-            }
+            Ok(Err(e)) => return Err(e.to_string()),
             Err(_) => return Err(format!("no connection within {bound:?}")),
         };
-        let bound = self.query_timeout;
-        match tokio::time::timeout(bound, table::shard_of(&mut conn, key)).await {
-            Ok(row) => row.map_err(|e| e.to_string()),
-            Err(_) => {
-                // Cut off mid-statement: never hand this connection to the next lookup.
-                drop(deadpool::managed::Object::take(conn));
-                self.breaker.trip("statement deadline passed");
-                Err(format!("no answer within {bound:?}"))
-            }
-        }
+        let mut conn = GuardedConn::new(conn, Arc::clone(&self.breaker), self.query_timeout);
+        conn.within(async |c| table::shard_of(c, key).await)
+            .await
+            .map_err(|CutOff| format!("no answer within {:?}", self.query_timeout))?
+            .map_err(|e| e.to_string())
     }
 
     async fn route_missed(

@@ -1,0 +1,89 @@
+//! A pooled connection tied to its server's circuit breaker. Its statements run under a
+//! deadline; one that passes it opens the breaker. A connection whose statement was cut off
+//! (by the deadline, or because the caller's future was dropped) is discarded when this is
+//! dropped, never returned to the pool: its server may still be working on the statement,
+//! or may be gone. Shard connections and the directory's lookups both go through it.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use deadpool::managed::Object;
+use diesel_async::AsyncPgConnection;
+
+use super::breaker::Breaker;
+use super::shard_set::PgConn;
+
+/// A statement on the connection was cut off: by this call's deadline, or by an earlier one.
+#[derive(Debug)]
+pub struct CutOff;
+
+pub struct GuardedConn {
+    /// `Some` until `Drop`.
+    conn: Option<PgConn>,
+    /// A statement may be in flight on `conn`.
+    dirty: bool,
+    breaker: Arc<Breaker>,
+    deadline: Duration,
+}
+
+impl GuardedConn {
+    pub fn new(conn: PgConn, breaker: Arc<Breaker>, deadline: Duration) -> Self {
+        Self {
+            conn: Some(conn),
+            dirty: false,
+            breaker,
+            deadline,
+        }
+    }
+
+    pub fn breaker(&self) -> &Arc<Breaker> {
+        &self.breaker
+    }
+
+    pub fn deadline(&self) -> Duration {
+        self.deadline
+    }
+
+    /// The connection, without a deadline: for background work whose statements are
+    /// bounded by their own batch sizes, not by a request.
+    pub fn raw(&mut self) -> &mut AsyncPgConnection {
+        self.conn
+            .as_mut()
+            .expect("the connection is only taken when the GuardedConn is dropped")
+    }
+
+    /// Runs `work` within the deadline. If it passes, the statement is abandoned, the
+    /// connection will be discarded, and the server's breaker opens (its recovery probe
+    /// closes it at once if the server is merely slow).
+    pub async fn within<T>(
+        &mut self,
+        work: impl AsyncFnOnce(&mut AsyncPgConnection) -> T,
+    ) -> Result<T, CutOff> {
+        if self.dirty {
+            return Err(CutOff);
+        }
+        self.dirty = true;
+        let deadline = self.deadline;
+        match tokio::time::timeout(deadline, work(self.raw())).await {
+            Ok(outcome) => {
+                self.dirty = false;
+                Ok(outcome)
+            }
+            Err(_) => {
+                self.breaker.trip("statement deadline passed");
+                Err(CutOff)
+            }
+        }
+    }
+}
+
+impl Drop for GuardedConn {
+    fn drop(&mut self) {
+        if self.dirty
+            && let Some(conn) = self.conn.take()
+        {
+            // Out of the pool for good; dropping it closes the socket.
+            drop(Object::take(conn));
+        }
+    }
+}
