@@ -153,8 +153,8 @@ impl Application {
     fn spawn_tasks(&self) -> Vec<tokio::task::JoinHandle<()>> {
         let state = &self.state;
         let (set, replicas) = state.shards.shared();
-        let mut breakers: Vec<_> = set.iter().flat_map(|s| s.breakers()).cloned().collect();
-        breakers.extend(state.directory.as_ref().map(|d| Arc::clone(d.breaker())));
+        let breakers = state.breakers().into_iter();
+        let breakers = breakers.map(|(_, b)| Arc::clone(b)).collect();
         let mut tasks = vec![
             spawn_replica_monitor(
                 set,

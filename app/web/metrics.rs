@@ -2,7 +2,7 @@
 //! `/actuator/metrics` (JSON, with a `database_shards` block of pool stats and slot counts,
 //! and the directory cache's counters when directory routing is on).
 
-use std::sync::{Arc, OnceLock};
+use std::sync::OnceLock;
 use std::time::Instant;
 
 use axum::Json;
@@ -15,7 +15,6 @@ use serde_json::{Value, json};
 
 use super::extract::ServedByShard;
 use super::state::AppState;
-use crate::sharding::breaker::Breaker;
 use crate::sharding::shard_set::PgPool;
 
 const LATENCY_BUCKETS: &[f64] = &[
@@ -106,26 +105,15 @@ fn record_pool_gauges(state: &AppState) {
 
 /// Each server's circuit breaker: open or not, and how often it has opened.
 fn record_breakers(state: &AppState) {
-    for (target, breaker) in breakers(state) {
+    for (target, breaker) in state.breakers() {
         let b = breaker.snapshot();
-        let labels = [("shard", target), ("role", b.role.as_str().to_owned())];
+        let labels = [
+            ("shard", target.to_owned()),
+            ("role", b.role.as_str().to_owned()),
+        ];
         metrics::gauge!("db_circuit_open", &labels).set(f64::from(u8::from(b.open)));
         metrics::counter!("db_circuit_trips_total", &labels).absolute(b.trips);
     }
-}
-
-/// Every breaker with the name its metrics carry (a shard's name, or "control").
-fn breakers(state: &AppState) -> Vec<(String, &Arc<Breaker>)> {
-    let mut all: Vec<(String, &Arc<Breaker>)> = state
-        .shards
-        .set()
-        .iter()
-        .flat_map(|shard| shard.breakers().map(|b| (shard.name().to_owned(), b)))
-        .collect();
-    if let Some(directory) = &state.directory {
-        all.push(("control".to_owned(), directory.breaker()));
-    }
-    all
 }
 
 /// The directory router's counters are kept in the router (cheap atomics on the request

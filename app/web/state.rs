@@ -10,6 +10,7 @@ use crate::jobs::worker::JobCounts;
 use crate::search::reindexer::IndexStates;
 use crate::sharding::DirectoryRouter;
 use crate::sharding::access::Shards;
+use crate::sharding::breaker::Breaker;
 use crate::sharding::shard_set::PgPool;
 
 #[derive(Clone)]
@@ -36,6 +37,20 @@ pub struct Inner {
     pub index: Arc<IndexStates>,
     /// Job counts by state, as this process's worker last read them.
     pub jobs: Arc<JobCounts>,
+}
+
+impl Inner {
+    /// Every circuit breaker this process keeps, with the name its metrics carry: each
+    /// shard's servers' (the shard's name), then the control database's ("control", kept
+    /// by the directory router when directory routing is on).
+    pub fn breakers(&self) -> Vec<(&str, &Arc<Breaker>)> {
+        let shards = self.shards.set().iter();
+        let mut all: Vec<_> = shards
+            .flat_map(|shard| shard.breakers().map(move |b| (shard.name(), b)))
+            .collect();
+        all.extend(self.directory.iter().map(|d| ("control", d.breaker())));
+        all
+    }
 }
 
 impl std::ops::Deref for AppState {
