@@ -89,12 +89,14 @@ async fn json_fallbacks(
     req: axum::extract::Request,
     next: Next,
 ) -> Response {
-    let method = req.method().to_string();
-    let path = req.uri().path().to_owned();
+    // Cheap clones (a standard method is a constant, a URI shares its buffer): the text is
+    // only built for the rare answers below, not on every request.
+    let method = req.method().clone();
+    let uri = req.uri().clone();
     let response = match tokio::time::timeout(request_timeout, next.run(req)).await {
         Ok(response) => response,
         Err(_) => {
-            tracing::warn!(%method, %path, "request timed out");
+            tracing::warn!(%method, path = uri.path(), "request timed out");
             return error::ApiError::RequestTimeout(request_timeout).into_response();
         }
     };
@@ -104,7 +106,11 @@ async fn json_fallbacks(
         return response;
     }
     let allow = response.headers().get(header::ALLOW).cloned();
-    let mut json = error::ApiError::MethodNotAllowed { method, path }.into_response();
+    let mut json = error::ApiError::MethodNotAllowed {
+        method: method.to_string(),
+        path: uri.path().to_owned(),
+    }
+    .into_response();
     if let Some(allow) = allow {
         json.headers_mut().insert(header::ALLOW, allow);
     }
