@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use super::model::{Bookmark, NewBookmarkInput, PatchInput};
-use super::store::{self, ListQuery, StoreError};
+use super::store::{self, ListQuery, Listed, StoreError};
 use crate::web::error::ApiError;
 use crate::web::extract::{
     ApiJson, ApiPath, ApiQuery, QueryFailure, ShardedDb, ShardedReadDb, Tenant,
@@ -42,16 +42,8 @@ pub struct BookmarkView<'a> {
 struct ListView<'a> {
     shard: &'a str,
     tenant: &'a str,
-    items: Vec<ListedBookmark<'a>>,
+    items: &'a [Listed],
     next_cursor: Option<Uuid>,
-}
-
-/// A listed bookmark, saying whether search has caught up with its latest write.
-#[derive(Serialize)]
-struct ListedBookmark<'a> {
-    #[serde(flatten)]
-    bookmark: &'a Bookmark,
-    indexed: bool,
 }
 
 #[derive(Debug, Deserialize)]
@@ -139,14 +131,7 @@ async fn list(
     Ok(Json(ListView {
         shard: db.shard(),
         tenant: tenant.as_str(),
-        items: page
-            .items
-            .iter()
-            .map(|bookmark| ListedBookmark {
-                bookmark,
-                indexed: !page.unindexed.contains(&bookmark.id),
-            })
-            .collect(),
+        items: &page.items,
         next_cursor: page.next_cursor,
     })
     .into_response())

@@ -1,7 +1,5 @@
 //! Bookmark queries. Every query filters by tenant: several tenants share a shard.
 
-use std::collections::HashSet;
-
 use chrono::Utc;
 use diesel::prelude::*;
 use diesel::result::{DatabaseErrorKind, Error as DbError};
@@ -32,10 +30,16 @@ pub struct ListQuery {
 
 /// One page and the cursor for the next, if there is one.
 pub struct Page {
-    pub items: Vec<Bookmark>,
+    pub items: Vec<Listed>,
     pub next_cursor: Option<Uuid>,
-    /// Items whose latest write the search index has not caught up with yet.
-    pub unindexed: HashSet<Uuid>,
+}
+
+/// A listed bookmark, saying whether search has caught up with its latest write.
+#[derive(Debug, serde::Serialize)]
+pub struct Listed {
+    #[serde(flatten)]
+    pub bookmark: Bookmark,
+    pub indexed: bool,
 }
 
 /// Inserts a bookmark, or reports the id of the tenant's existing bookmark for that URL.
@@ -130,16 +134,14 @@ pub async fn list(
     } else {
         None
     };
-    let unindexed = rows
-        .iter()
-        .filter(|(_, waiting)| *waiting)
-        .map(|(b, _)| b.id)
+    let items = rows
+        .into_iter()
+        .map(|(bookmark, waiting)| Listed {
+            bookmark,
+            indexed: !waiting,
+        })
         .collect();
-    Ok(Page {
-        items: rows.into_iter().map(|(b, _)| b).collect(),
-        next_cursor,
-        unindexed,
-    })
+    Ok(Page { items, next_cursor })
 }
 
 /// `id IN (the tenant's bookmarks matching the web-search query q)`: indexed documents

@@ -16,8 +16,8 @@ use serde::Deserialize;
 use uuid::Uuid;
 
 use super::api::ListParams;
-use super::model::{Bookmark, FieldError, NewBookmarkInput, PatchInput, split_tags};
-use super::store;
+use super::model::{FieldError, NewBookmarkInput, PatchInput, split_tags};
+use super::store::{self, Listed};
 use crate::tenancy::{self, TENANT_COOKIE, TenantId};
 use crate::web::csrf;
 use crate::web::error::ApiError;
@@ -49,8 +49,7 @@ struct ListPage {
     csrf: String,
     tenant: String,
     shard: String,
-    items: Vec<Bookmark>,
-    unindexed: std::collections::HashSet<Uuid>,
+    items: Vec<Listed>,
     tag: String,
     q: String,
     next_cursor: Option<Uuid>,
@@ -152,7 +151,6 @@ async fn home(
             tenant: tenant.to_string(),
             shard: db.shard().to_owned(),
             items: page.items,
-            unindexed: page.unindexed,
             tag,
             q,
             next_cursor: page.next_cursor,
