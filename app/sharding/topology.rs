@@ -131,12 +131,15 @@ impl ShardSpec {
     /// background task keeps on the primary (a per-shard leader election holds its lock
     /// there, outside the pool), plus the liveness monitor's session on each server.
     pub fn max_connections(&self) -> u32 {
+        const LEADER_SESSION: u32 = 1;
+        const LIVENESS_SESSION: u32 = 1;
+        let primary = self.primary_pool_size + LEADER_SESSION + LIVENESS_SESSION;
         let replica = if self.replica_url.is_some() {
-            self.replica_pool_size + 1
+            self.replica_pool_size + LIVENESS_SESSION
         } else {
             0
         };
-        self.primary_pool_size + 1 + replica + 1
+        primary + replica
     }
 }
 
