@@ -83,7 +83,7 @@ pub fn targets(topology: &Topology, selection: &Selection) -> Result<Vec<Target>
         return Ok(out);
     }
     if let Some(name) = &selection.shard
-        && !topology.shards.iter().any(|s| s.name.as_str() == name)
+        && topology.shard_named(name).is_none()
     {
         return Err(MigrateError::UnknownShard(name.clone()));
     }

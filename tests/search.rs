@@ -8,11 +8,13 @@ mod support;
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
+use bookmarks_sharded::jobs::Job;
 use bookmarks_sharded::jobs::queue::{self, NewJob};
 use bookmarks_sharded::jobs::worker::WorkerOptions;
 use bookmarks_sharded::migrate::{self, Selection};
 use bookmarks_sharded::search::reindexer::LEADER_LOCK;
 use bookmarks_sharded::sharding::shard_set::{PgConn, build_pool};
+use bookmarks_sharded::tenancy::TenantId;
 use serde_json::{Value, json};
 use support::*;
 
@@ -185,18 +187,14 @@ async fn each_shard_has_exactly_one_reindexer_leader_and_another_process_takes_o
         .iter()
         .map(|s| port_of(&layout, s))
         .collect();
-    let mut all_led = false;
-    for _ in 0..100 {
+    let all_led = eventually(Duration::from_secs(10), || async {
         let mut led = true;
         for (port, db) in &shards {
             led &= leaders(*port, db).await.len() == 1;
         }
-        if led {
-            all_led = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+        led
+    })
+    .await;
     assert!(all_led, "every shard got a leader");
     // Over a few seconds, still exactly one per shard: the others keep trying and failing.
     for _ in 0..10 {
@@ -304,12 +302,13 @@ async fn jobs_run_once_among_competing_workers_back_off_then_die_and_dedupe_by_k
     let tenants: Vec<String> = (0..12).map(|i| format!("jobs-tenant-{i}")).collect();
     let mut ids = Vec::new();
     for t in &tenants {
-        let payload = json!({ "tenant": t });
+        let job = Job::ReindexTenant {
+            tenant: TenantId::parse(t).unwrap(),
+        };
         let (row, created) = queue::enqueue(
             &mut conn,
             &NewJob {
-                kind: "reindex_tenant",
-                payload: &payload,
+                job: &job,
                 idempotency_key: Some(&format!("test-{t}")),
                 max_attempts: 3,
             },
@@ -320,12 +319,13 @@ async fn jobs_run_once_among_competing_workers_back_off_then_die_and_dedupe_by_k
         ids.push(row.id);
     }
     // The same key again is the same job.
-    let payload = json!({ "tenant": tenants[0] });
+    let job = Job::ReindexTenant {
+        tenant: TenantId::parse(&tenants[0]).unwrap(),
+    };
     let (again, created) = queue::enqueue(
         &mut conn,
         &NewJob {
-            kind: "reindex_tenant",
-            payload: &payload,
+            job: &job,
             idempotency_key: Some("test-jobs-tenant-0"),
             max_attempts: 3,
         },
@@ -335,12 +335,13 @@ async fn jobs_run_once_among_competing_workers_back_off_then_die_and_dedupe_by_k
     assert!(!created);
     assert_eq!(again.id, ids[0]);
     // A job that cannot succeed: its shard is not configured.
-    let bad = json!({ "shard": "shard9" });
+    let bad = Job::ReindexShard {
+        shard: "shard9".to_owned(),
+    };
     let (doomed, _) = queue::enqueue(
         &mut conn,
         &NewJob {
-            kind: "reindex_shard",
-            payload: &bad,
+            job: &bad,
             idempotency_key: None,
             max_attempts: 3,
         },
@@ -406,12 +407,13 @@ async fn a_job_enqueued_before_its_tenant_was_re_pinned_runs_on_the_new_shard() 
     let home = hash_shard(&layout.settings(), tenant);
     let away = other_shard(&home);
     let mut conn = control_conn(&layout).await;
-    let payload = json!({ "tenant": tenant });
+    let reindex = Job::ReindexTenant {
+        tenant: TenantId::parse(tenant).unwrap(),
+    };
     let (job, _) = queue::enqueue(
         &mut conn,
         &NewJob {
-            kind: "reindex_tenant",
-            payload: &payload,
+            job: &reindex,
             idempotency_key: None,
             max_attempts: 3,
         },

@@ -2,12 +2,10 @@
 //! operator's view of the job queue on the control database).
 
 use std::process::ExitCode;
-use std::sync::Arc;
 
 use super::EXIT_CONFIG;
 use crate::configuration::Settings;
 use crate::jobs::{Job, queue};
-use crate::sharding::ShardSet;
 use crate::sharding::shard_set::{PgConn, build_pool};
 use crate::startup::{Application, ServeOptions};
 use crate::tenancy::TenantId;
@@ -47,7 +45,7 @@ pub struct EnqueueArgs {
     #[arg(long)]
     pub key: Option<String>,
     /// Attempts before the job is dead.
-    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(i32).range(1..=100))]
+    #[arg(long, default_value_t = crate::jobs::DEFAULT_MAX_ATTEMPTS, value_parser = clap::value_parser!(i32).range(1..=100))]
     pub max_attempts: i32,
 }
 
@@ -95,10 +93,8 @@ pub async fn run(settings: &Settings, command: JobsCommand) -> ExitCode {
     let outcome = match command {
         JobsCommand::Enqueue(args) => {
             let job = job.expect("parsed above");
-            let payload = job.payload();
             let new = queue::NewJob {
-                kind: job.kind(),
-                payload: &payload,
+                job: &job,
                 idempotency_key: args.key.as_deref(),
                 max_attempts: args.max_attempts,
             };
@@ -144,20 +140,16 @@ fn parse_job(settings: &Settings, args: &EnqueueArgs) -> Result<Job, String> {
         crate::jobs::REINDEX_TENANT => TenantId::parse(&args.target)
             .map(|tenant| Job::ReindexTenant { tenant })
             .map_err(|e| format!("TARGET {:?}: {e}", args.target)),
-        crate::jobs::REINDEX_SHARD => {
-            let set =
-                ShardSet::new(Arc::new(settings.topology.clone())).map_err(|e| e.to_string())?;
-            match set.by_name(&args.target) {
-                Some(_) => Ok(Job::ReindexShard {
-                    shard: args.target.clone(),
-                }),
-                None => Err(format!(
-                    "TARGET: no shard is named {:?} (shards: {})",
-                    args.target,
-                    set.iter().map(|s| s.name()).collect::<Vec<_>>().join(", ")
-                )),
-            }
-        }
+        crate::jobs::REINDEX_SHARD => match settings.topology.shard_named(&args.target) {
+            Some(_) => Ok(Job::ReindexShard {
+                shard: args.target.clone(),
+            }),
+            None => Err(format!(
+                "TARGET: no shard is named {:?} (shards: {})",
+                args.target,
+                settings.topology.shard_names()
+            )),
+        },
         other => Err(format!(
             "KIND: unknown job kind {other:?} (known: reindex_tenant, reindex_shard)"
         )),

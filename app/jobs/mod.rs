@@ -15,6 +15,8 @@ use crate::tenancy::TenantId;
 
 pub const REINDEX_TENANT: &str = "reindex_tenant";
 pub const REINDEX_SHARD: &str = "reindex_shard";
+/// Attempts before a job is dead, unless its enqueuer says otherwise.
+pub const DEFAULT_MAX_ATTEMPTS: i32 = 5;
 
 /// A job as the code knows it: parsed from (and written as) a kind and a JSON payload.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -67,11 +69,7 @@ impl Job {
         let fail = |e: ShardError| e.to_string();
         match self {
             Job::ReindexTenant { tenant } => {
-                let route = shards.route(tenant.as_str()).await.map_err(fail)?;
-                let mut conn = shards
-                    .primary(shards.set().get(route.shard))
-                    .await
-                    .map_err(fail)?;
+                let mut conn = shards.db_for(tenant.as_str()).await.map_err(fail)?;
                 let documents = search::reindex_tenant(conn.raw(), tenant.as_str())
                     .await
                     .map_err(|e| format!("on shard {}: {e}", conn.name))?;

@@ -10,6 +10,8 @@ use diesel_async::{AsyncPgConnection, RunQueryDsl};
 use serde::Serialize;
 use serde_json::Value;
 
+use super::Job;
+
 /// One job row.
 #[derive(Debug, Clone, QueryableByName, Serialize)]
 pub struct JobRow {
@@ -46,11 +48,11 @@ pub struct JobRow {
 const COLUMNS: &str = "id, kind, payload, idempotency_key, state, attempts, max_attempts, \
      run_at, locked_by, last_error, result, created_at, updated_at, finished_at";
 
-/// What to enqueue.
+/// What to enqueue: a job as the code knows it, so that what is stored is what
+/// [`Job::parse`] reads back.
 #[derive(Debug, Clone)]
 pub struct NewJob<'a> {
-    pub kind: &'a str,
-    pub payload: &'a Value,
+    pub job: &'a Job,
     pub idempotency_key: Option<&'a str>,
     pub max_attempts: i32,
 }
@@ -65,8 +67,8 @@ pub async fn enqueue(
         "INSERT INTO autumn_jobs (kind, payload, idempotency_key, max_attempts) \
          VALUES ($1, $2, $3, $4) ON CONFLICT (idempotency_key) DO NOTHING RETURNING {COLUMNS}"
     ))
-    .bind::<Text, _>(job.kind)
-    .bind::<Jsonb, _>(job.payload)
+    .bind::<Text, _>(job.job.kind())
+    .bind::<Jsonb, _>(job.job.payload())
     .bind::<Nullable<Text>, _>(job.idempotency_key)
     .bind::<Integer, _>(job.max_attempts)
     .get_result(conn)

@@ -127,9 +127,7 @@ pub async fn tenants_in_slot(
 pub fn slot_remap_advice(topology: &Topology, slot: u16, from: &str, to: &str) -> String {
     let slots_of = |name: &str, with: bool| -> String {
         let spec = topology
-            .shards
-            .iter()
-            .find(|s| s.name.as_str() == name)
+            .shard_named(name)
             .expect("move shards are configured");
         let mut all: Vec<u16> = spec
             .slots

@@ -16,12 +16,13 @@ use super::progress::Progress;
 use super::record::{self, CreateError, MoveRecord, MoveState, NewMove, Set};
 use super::verify::{self, TableSum};
 use crate::configuration::Settings;
-use crate::jobs::{self, queue};
+use crate::jobs::{self, Job, queue};
 use crate::sharding::directory::placement::{self, Placement};
 use crate::sharding::directory::table;
 use crate::sharding::shard_set::{PgConn, PgPool, build_pool};
 use crate::sharding::tenant_rows::{self, TenantTable};
 use crate::sharding::{DbUrl, ShardSet, Topology};
+use crate::tenancy::TenantId;
 
 /// Catch-up rounds copy at most this many logged changes each.
 const CATCH_UP_BATCH: i64 = 10_000;
@@ -175,11 +176,7 @@ impl Mover {
             .ok_or_else(|| {
                 MoveError::Refused(format!(
                     "no shard is named {name:?} (shards: {})",
-                    self.shards
-                        .iter()
-                        .map(|s| s.name())
-                        .collect::<Vec<_>>()
-                        .join(", ")
+                    self.topology.shard_names()
                 ))
             })
     }
@@ -680,15 +677,17 @@ impl Mover {
             // (routed to the new shard when it runs) makes the tenant's index and tag
             // counts exact there whatever happened during the copy. The key makes a
             // resumed move enqueue it once.
-            let payload = serde_json::json!({ "tenant": tenant });
+            let job = Job::ReindexTenant {
+                tenant: TenantId::parse(tenant)
+                    .map_err(|e| MoveError::Failed(format!("tenant {tenant:?}: {e}")))?,
+            };
             let key = format!("move-{}-reindex-{tenant}", m.id);
             queue::enqueue(
                 &mut directory,
                 &queue::NewJob {
-                    kind: jobs::REINDEX_TENANT,
-                    payload: &payload,
+                    job: &job,
                     idempotency_key: Some(&key),
-                    max_attempts: 5,
+                    max_attempts: jobs::DEFAULT_MAX_ATTEMPTS,
                 },
             )
             .await

@@ -349,6 +349,17 @@ impl Topology {
         })
     }
 
+    /// The shard declared as `name`.
+    pub fn shard_named(&self, name: &str) -> Option<&ShardSpec> {
+        self.shards.iter().find(|s| s.name.as_str() == name)
+    }
+
+    /// Every shard's name in declaration order, for errors that say what exists.
+    pub fn shard_names(&self) -> String {
+        let names: Vec<&str> = self.shards.iter().map(|s| s.name.as_str()).collect();
+        names.join(", ")
+    }
+
     /// Index into `shards` of the shard that owns `slot`.
     pub fn owner_of(&self, slot: u16) -> usize {
         usize::from(self.owner[usize::from(slot)])

@@ -215,7 +215,7 @@ impl Placer<'_> {
             .by_name(shard)
             .ok_or_else(|| PlacementError::UnknownShard {
                 name: shard.to_owned(),
-                known: self.known_names(),
+                known: self.shards.topology().shard_names(),
             })?;
         let mut control = self.control_conn().await?;
         let before = self.current(&mut control, tenant).await?;
@@ -335,13 +335,5 @@ impl Placer<'_> {
         } else {
             Err(PlacementError::DirectoryOff)
         }
-    }
-
-    fn known_names(&self) -> String {
-        self.shards
-            .iter()
-            .map(|s| s.name().to_owned())
-            .collect::<Vec<_>>()
-            .join(", ")
     }
 }
