@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use tokio_postgres::{Client, NoTls};
+use tokio_postgres::Client;
 
 use crate::sharding::DbUrl;
 
@@ -17,20 +17,10 @@ const SESSION: &str = "SET TimeZone = 'UTC'; SET DateStyle = 'ISO, MDY'; \
 /// Connects to `url` (`what` names it in errors) and applies the session settings.
 pub async fn connect(url: &DbUrl, what: &str, timeout: Duration) -> Result<Client, String> {
     let fail = |e: String| format!("cannot connect to {what} ({url}): {e}");
-    let mut config: tokio_postgres::Config =
-        url.expose().parse().map_err(|e| fail(format!("{e}")))?;
-    config
-        .application_name(APPLICATION_NAME)
-        .connect_timeout(timeout);
-    let (client, connection) = tokio::time::timeout(timeout, config.connect(NoTls))
+    let client = url
+        .connect_session(APPLICATION_NAME, timeout)
         .await
-        .map_err(|_| fail(format!("no connection within {timeout:?}")))?
-        .map_err(|e| fail(e.to_string()))?;
-    tokio::spawn(async move {
-        if let Err(e) = connection.await {
-            tracing::debug!(error = %e, "move_slot connection ended");
-        }
-    });
+        .map_err(fail)?;
     client
         .batch_execute(SESSION)
         .await

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use tokio_postgres::{Client, NoTls};
+use tokio_postgres::Client;
 
 use crate::sharding::{DbUrl, ShardSet};
 
@@ -133,7 +133,7 @@ async fn run(
 ) {
     let mut logged_down = false;
     loop {
-        match connect(url, app_name, connect_timeout).await {
+        match url.connect_session(app_name, connect_timeout).await {
             Ok(client) => {
                 logged_down = false;
                 state.reachable.store(true, Ordering::Relaxed);
@@ -152,19 +152,6 @@ async fn run(
         }
         tokio::time::sleep(options.follower_retry).await;
     }
-}
-
-async fn connect(url: &DbUrl, app_name: &str, timeout: Duration) -> Result<Client, String> {
-    let mut config: tokio_postgres::Config = url.expose().parse().map_err(|e| format!("{e}"))?;
-    config.application_name(app_name).connect_timeout(timeout);
-    let (client, connection) = tokio::time::timeout(timeout, config.connect(NoTls))
-        .await
-        .map_err(|_| format!("no connection within {timeout:?}"))?
-        .map_err(|e| e.to_string())?;
-    tokio::spawn(async move {
-        let _ = connection.await;
-    });
-    Ok(client)
 }
 
 /// Follows until it wins the lock, then leads until the connection fails. A failing

@@ -1,6 +1,7 @@
 //! `DbUrl`: a parsed Postgres connection URL that never prints its password.
 
 use std::fmt;
+use std::time::Duration;
 
 /// A `postgres://` or `postgresql://` URL with a host. `Display` masks the password, so a
 /// `DbUrl` is safe to log and to print in `check-config`; `expose()` gives the real string
@@ -26,6 +27,34 @@ impl DbUrl {
     /// The URL including its password, for connecting.
     pub fn expose(&self) -> &str {
         self.0.as_str()
+    }
+
+    /// A plain `tokio-postgres` session outside the pools, for what a pooled diesel
+    /// connection cannot do (stream `COPY`, hold a session-level lock). It is named
+    /// `application_name` in `pg_stat_activity` and connects within `timeout`; its driver
+    /// runs on a spawned task until the client is dropped.
+    pub async fn connect_session(
+        &self,
+        application_name: &str,
+        timeout: Duration,
+    ) -> Result<tokio_postgres::Client, String> {
+        let mut config: tokio_postgres::Config =
+            self.expose().parse().map_err(|e| format!("{e}"))?;
+        config
+            .application_name(application_name)
+            .connect_timeout(timeout);
+        let (client, connection) =
+            tokio::time::timeout(timeout, config.connect(tokio_postgres::NoTls))
+                .await
+                .map_err(|_| format!("no connection within {timeout:?}"))?
+                .map_err(|e| e.to_string())?;
+        let application_name = application_name.to_owned();
+        tokio::spawn(async move {
+            if let Err(e) = connection.await {
+                tracing::debug!(application_name, error = %e, "session connection ended");
+            }
+        });
+        Ok(client)
     }
 
     pub fn host(&self) -> &str {
