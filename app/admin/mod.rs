@@ -29,7 +29,7 @@ use crate::web::error::ApiError;
 use crate::web::extract::{ApiPath, ApiQuery};
 use crate::web::state::AppState;
 
-pub fn routes(state: &AppState) -> Router<AppState> {
+pub fn routes(token: AdminToken) -> Router<AppState> {
     Router::new()
         .route("/admin", get(page::show))
         .route("/admin/pin", post(page::pin))
@@ -40,10 +40,7 @@ pub fn routes(state: &AppState) -> Router<AppState> {
         .route("/admin/api/tenants/{key}", get(api_tenant))
         .route("/admin/api/pins", get(api_pins))
         .route("/admin/api/moves", get(api_moves))
-        .route_layer(axum::middleware::from_fn_with_state(
-            state.clone(),
-            auth::require,
-        ))
+        .route_layer(axum::middleware::from_fn_with_state(token, auth::require))
 }
 
 /// Runs `work` on a control-database connection, bounded by the shard timeout. The error

@@ -104,21 +104,6 @@ impl<T> FanOut<T> {
             .collect()
     }
 
-    /// True when every shard answered from a fresh enough server.
-    pub fn is_complete(&self) -> bool {
-        self.coverage().iter().all(|c| c.status == "ok")
-    }
-
-    /// The answers that arrived, with their shard names.
-    pub fn values(&self) -> impl Iterator<Item = (&str, &T)> {
-        self.answers.iter().filter_map(|a| {
-            a.outcome
-                .as_ref()
-                .ok()
-                .map(|ok| (a.shard.as_str(), &ok.value))
-        })
-    }
-
     pub fn into_values(self) -> impl Iterator<Item = (String, T)> {
         self.answers
             .into_iter()
@@ -156,10 +141,6 @@ impl CrossShard {
     /// `timeout` bounds each shard's part (checkout and work together).
     pub fn new(shards: Shards, timeout: Duration) -> Self {
         Self { shards, timeout }
-    }
-
-    pub fn timeout(&self) -> Duration {
-        self.timeout
     }
 
     /// Runs `work` on every shard's replica when it is ready (else per `replica_fallback`):

@@ -34,8 +34,8 @@ pub fn router(state: AppState, request_timeout: Duration) -> Router {
     let served_by = HeaderValue::from_str(&state.instance_name)
         .unwrap_or_else(|_| HeaderValue::from_static("invalid-instance-name"));
     let mut app = Router::new();
-    if state.admin_token.is_some() {
-        app = app.merge(crate::admin::routes(&state));
+    if let Some(token) = state.admin_token.clone() {
+        app = app.merge(crate::admin::routes(token));
     }
     app.merge(bookmarks::api::routes())
         .merge(bookmarks::ui::routes())
