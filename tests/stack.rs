@@ -5,8 +5,9 @@
 //! down.
 //!
 //! `BOOKMARKS_STACK_OFFLINE=1` adds docker-compose.offline.yml (local stand-in images, built
-//! by scripts/build-offline-images.sh and scripts/build-offline-app-image.sh); otherwise the
-//! stack is built and pulled as users run it.
+//! by scripts/build-offline-images.sh, and the app image built from the Dockerfile by
+//! scripts/check-dockerfile.sh or scripts/build-offline-app-image.sh); otherwise the stack
+//! is built and pulled as users run it.
 
 mod browser;
 mod support;
