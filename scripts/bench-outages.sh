@@ -46,7 +46,7 @@ for how in stop pause; do
 	echo "== shard1 primary: docker compose $how"
 	docker compose "$how" postgres-shard-1 >/dev/null 2>&1
 	echo "first shard1 request: $(probe acme-corp)"
-	sleep 4 # each web replica notices by itself within about 3 s
+	sleep 6 # each web replica notices by itself within about 5 s
 	echo "later shard1 requests, slowest of 20: $(slowest acme-corp)"
 	echo "shard0 requests, slowest of 20: $(slowest hooli)"
 	if [ "$how" = stop ]; then docker compose start postgres-shard-1 >/dev/null 2>&1; else docker compose unpause postgres-shard-1 >/dev/null 2>&1; fi

@@ -265,8 +265,9 @@ async fn timed_get(stack: &Stack, path: &str, tenant: &str) -> (u16, Duration, V
 }
 
 /// How long each web replica may take to notice a silent server by itself, through its
-/// liveness monitor (1 s interval) and a probe timeout (the 2 s connect timeout).
-const LIVENESS_NOTICE: Duration = Duration::from_millis(3500);
+/// liveness monitor: two timed-out checks (1 s interval, each bounded by the 2 s connect
+/// timeout) with nothing else answering.
+const LIVENESS_NOTICE: Duration = Duration::from_millis(6500);
 
 /// A partition, not a stop: `docker compose pause` freezes a server so that connections
 /// stay open and nothing answers. Checks the targets of the README's outage table for a

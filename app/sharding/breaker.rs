@@ -2,14 +2,17 @@
 //! control database): once a server has shown that it does not answer, requests for it fail
 //! at once instead of each paying a connect or query timeout of its own.
 //!
-//! A breaker opens on evidence that the *server* is unreachable: a connect that failed or
-//! timed out, a pooled connection whose liveness check went unanswered, a statement that hit
-//! its deadline, or the background liveness probe timing out. While it is open, one recovery
-//! task at a time tries a fresh connection every [`RECOVERY_EVERY`]; the first that answers
-//! `SELECT 1` closes it. Each transition is logged once.
+//! A breaker opens on evidence that the *server* is silent, not merely slow: a connect that
+//! failed or timed out, a pooled connection whose liveness check went unanswered, a
+//! statement that passed its deadline while the server answered nothing else either, or
+//! the background liveness check failing (a refused connection at once, a timeout twice in
+//! a row with no other answer meanwhile). While it is open, one recovery task at a time
+//! tries a fresh connection every [`RECOVERY_EVERY`]; the first that answers `SELECT 1`
+//! closes it. Each transition is logged once.
 //!
-//! A false alarm (a statement that was merely slow on a live server) costs one connect: the
-//! recovery probe runs at once and closes the breaker within milliseconds.
+//! Every answer from a server (a statement that completed, a liveness or recovery check)
+//! is noted, so that a wait can tell "the server is busy" (it answers others: a lock
+//! wait, a heavy load) from "the server is gone" (it answers nobody).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -23,6 +26,10 @@ use super::shard_set::{CheckoutError, PgConn, PgPool};
 
 /// Pause between recovery attempts while a breaker is open.
 pub const RECOVERY_EVERY: Duration = Duration::from_millis(500);
+
+/// Timed-out liveness checks in a row (with no other answer from the server meanwhile)
+/// that open the breaker: one slow check on a loaded machine is not silence.
+const LIVENESS_MISSES: u32 = 2;
 
 /// Which server of a shard (or the control database) a breaker guards.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
@@ -73,6 +80,33 @@ pub struct Breaker {
     opened: Mutex<Option<Opened>>,
     recovering: AtomicBool,
     trips: AtomicU64,
+    /// `last_answer_ns` counts from here.
+    born: Instant,
+    /// When the server last answered anything, in nanoseconds since `born`.
+    last_answer_ns: AtomicU64,
+}
+
+/// Why one check of a server failed.
+enum Miss {
+    /// The server refused or broke the connection: it is down.
+    Failed(&'static str),
+    /// No answer in time: silent, or only slow.
+    TimedOut(&'static str),
+}
+
+impl Miss {
+    fn reason(&self) -> &'static str {
+        match self {
+            Miss::Failed(r) | Miss::TimedOut(r) => r,
+        }
+    }
+}
+
+/// The liveness monitor's state for one server.
+#[derive(Default)]
+struct Liveness {
+    session: Option<AsyncPgConnection>,
+    misses: u32,
 }
 
 impl Breaker {
@@ -86,7 +120,23 @@ impl Breaker {
             opened: Mutex::new(None),
             recovering: AtomicBool::new(false),
             trips: AtomicU64::new(0),
+            born: Instant::now(),
+            last_answer_ns: AtomicU64::new(0),
         })
+    }
+
+    /// Notes that the server answered (a statement completed, a check succeeded).
+    pub fn answered(&self) {
+        let at = Instant::now()
+            .saturating_duration_since(self.born)
+            .as_nanos() as u64;
+        self.last_answer_ns.fetch_max(at, Ordering::Relaxed);
+    }
+
+    /// Whether the server has answered anything since `since`.
+    pub fn answered_since(&self, since: Instant) -> bool {
+        let since = since.saturating_duration_since(self.born).as_nanos() as u64;
+        self.last_answer_ns.load(Ordering::Relaxed) >= since
     }
 
     pub fn role(&self) -> Role {
@@ -157,17 +207,21 @@ impl Breaker {
 
     /// A fresh connection (never a pooled one) that has answered `SELECT 1`, within the
     /// probe timeout.
-    async fn connect(&self) -> Result<AsyncPgConnection, &'static str> {
+    async fn connect(&self) -> Result<AsyncPgConnection, Miss> {
         let attempt = async {
             let mut conn = AsyncPgConnection::establish(self.url.expose())
                 .await
-                .map_err(|_| "connect failed")?;
+                .map_err(|_| Miss::Failed("connect failed"))?;
             ping(&mut conn).await?;
             Ok(conn)
         };
-        tokio::time::timeout(self.probe_timeout, attempt)
+        let outcome = tokio::time::timeout(self.probe_timeout, attempt)
             .await
-            .unwrap_or(Err("connect timed out"))
+            .unwrap_or(Err(Miss::TimedOut("connect timed out")));
+        if outcome.is_ok() {
+            self.answered();
+        }
+        outcome
     }
 
     /// One recovery task per open breaker: retries a fresh connection until one answers.
@@ -199,24 +253,42 @@ impl Breaker {
 
     /// One liveness check on the monitor's own connection (opened on demand): a server that
     /// stops answering trips the breaker even when no request is waiting on it.
-    async fn check(self: &Arc<Self>, session: &mut Option<AsyncPgConnection>) {
+    async fn check(self: &Arc<Self>, live: &mut Liveness) {
         if self.is_open() {
             // The recovery task owns the server until it answers; a session from before the
             // outage is not trusted.
-            *session = None;
+            *live = Liveness::default();
             return;
         }
-        let outcome = match session.as_mut() {
+        let began = Instant::now();
+        let outcome = match live.session.as_mut() {
             Some(conn) => tokio::time::timeout(self.probe_timeout, ping(conn))
                 .await
-                .unwrap_or(Err("liveness check timed out")),
+                .unwrap_or(Err(Miss::TimedOut("liveness check timed out")))
+                .map(|()| self.answered()),
             None => self.connect().await.map(|conn| {
-                *session = Some(conn);
+                live.session = Some(conn);
             }),
         };
-        if let Err(reason) = outcome {
-            *session = None;
-            self.trip(reason);
+        let Err(miss) = outcome else {
+            live.misses = 0;
+            return;
+        };
+        live.session = None;
+        let silent = match miss {
+            Miss::Failed(_) => true,
+            Miss::TimedOut(_) if self.answered_since(began) => {
+                live.misses = 0;
+                false
+            }
+            Miss::TimedOut(_) => {
+                live.misses += 1;
+                live.misses >= LIVENESS_MISSES
+            }
+        };
+        if silent {
+            live.misses = 0;
+            self.trip(miss.reason());
         }
     }
 }
@@ -234,33 +306,33 @@ fn unreachable(e: &CheckoutError) -> Option<&'static str> {
     }
 }
 
-async fn ping(conn: &mut AsyncPgConnection) -> Result<(), &'static str> {
+async fn ping(conn: &mut AsyncPgConnection) -> Result<(), Miss> {
     // Scoped: its `load` would shadow the atomics' above.
     use diesel_async::RunQueryDsl;
     diesel::sql_query("SELECT 1")
         .execute(conn)
         .await
         .map(drop)
-        .map_err(|_| "liveness check failed")
+        .map_err(|_| Miss::Failed("liveness check failed"))
 }
 
 /// Checks each breaker's server every `every` on a connection of its own, so that every web
-/// replica notices a silent server within about `every` plus the probe timeout, whether or
-/// not a request has been sent there.
+/// replica notices a silent server by itself, whether or not a request has been sent there:
+/// within two checks (each `every` plus the probe timeout) when nothing else answers.
 pub fn spawn_liveness_monitor(
     breakers: Vec<Arc<Breaker>>,
     every: Duration,
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
-        let mut sessions: Vec<Option<AsyncPgConnection>> = breakers.iter().map(|_| None).collect();
+        let mut live: Vec<Liveness> = breakers.iter().map(|_| Liveness::default()).collect();
         let mut tick = tokio::time::interval(every);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tick.tick().await;
             let checks = breakers
                 .iter()
-                .zip(sessions.iter_mut())
-                .map(|(breaker, session)| breaker.check(session));
+                .zip(live.iter_mut())
+                .map(|(breaker, live)| breaker.check(live));
             futures::future::join_all(checks).await;
         }
     })

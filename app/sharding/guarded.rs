@@ -1,14 +1,21 @@
 //! A pooled connection tied to its server's circuit breaker. Its statements run under a
-//! deadline; one that passes it opens the breaker. A connection whose statement was cut off
-//! (by the deadline, or because the caller's future was dropped) is discarded when this is
-//! dropped, never returned to the pool: its server may still be working on the statement,
-//! or may be gone. Shard connections and the directory's lookups both go through it.
+//! deadline that detects a *silent* server: when a statement has waited a whole deadline
+//! and the server has answered nothing else meanwhile (no other statement, no liveness
+//! check), the statement is abandoned and the breaker opens. A statement that is merely
+//! slow on a server that keeps answering (a lock wait, a loaded machine) goes on waiting,
+//! bounded by the request's own timeout.
+//!
+//! A connection whose statement was cut off (by the deadline, or because the caller's
+//! future was dropped) is discarded when this is dropped, never returned to the pool: its
+//! server may still be working on the statement, or may be gone. Shard connections and the
+//! directory's lookups both go through it.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use deadpool::managed::Object;
 use diesel_async::AsyncPgConnection;
+use quanta::Instant;
 
 use super::breaker::Breaker;
 use super::shard_set::PgConn;
@@ -52,9 +59,8 @@ impl GuardedConn {
             .expect("the connection is only taken when the GuardedConn is dropped")
     }
 
-    /// Runs `work` within the deadline. If it passes, the statement is abandoned, the
-    /// connection will be discarded, and the server's breaker opens (its recovery probe
-    /// closes it at once if the server is merely slow).
+    /// Runs `work`, abandoning it once the server has been silent for a whole deadline.
+    /// Then the connection will be discarded and the server's breaker is open.
     pub async fn within<T>(
         &mut self,
         work: impl AsyncFnOnce(&mut AsyncPgConnection) -> T,
@@ -63,15 +69,26 @@ impl GuardedConn {
             return Err(CutOff);
         }
         self.dirty = true;
-        let deadline = self.deadline;
-        match tokio::time::timeout(deadline, work(self.raw())).await {
-            Ok(outcome) => {
-                self.dirty = false;
-                Ok(outcome)
-            }
-            Err(_) => {
-                self.breaker.trip("statement deadline passed");
-                Err(CutOff)
+        let conn = self
+            .conn
+            .as_mut()
+            .expect("the connection is only taken when the GuardedConn is dropped");
+        let mut work = std::pin::pin!(work(conn));
+        loop {
+            let window = Instant::now();
+            match tokio::time::timeout(self.deadline, &mut work).await {
+                Ok(outcome) => {
+                    self.dirty = false;
+                    self.breaker.answered();
+                    return Ok(outcome);
+                }
+                // Slow, not silent: the server answers others.
+                Err(_) if self.breaker.answered_since(window) => continue,
+                Err(_) => {
+                    self.breaker
+                        .trip("statement deadline passed, server silent");
+                    return Err(CutOff);
+                }
             }
         }
     }

@@ -19,7 +19,8 @@ pub const DEFAULT_PRIMARY_POOL_SIZE: u32 = 8;
 pub const DEFAULT_REPLICA_POOL_SIZE: u32 = 4;
 const DEFAULT_CONNECT_TIMEOUT_MS: u64 = 2_000;
 const DEFAULT_ACQUIRE_TIMEOUT_MS: u64 = 3_000;
-/// Well under the server's 10 s request timeout, and far above any request-path statement.
+/// Well under the server's 10 s request timeout, and above the liveness monitor's 1 s
+/// interval, so that a live server always answers a check within one deadline.
 const DEFAULT_QUERY_TIMEOUT_MS: u64 = 2_000;
 pub const DEFAULT_DIRECTORY_CACHE_TTL_MS: u64 = 30_000;
 
@@ -41,8 +42,10 @@ pub struct RawDatabase {
     pub connect_timeout_ms: Option<u64>,
     /// How long a request waits for a pooled connection.
     pub acquire_timeout_ms: Option<u64>,
-    /// How long one request-path statement may wait for the shard's answer before the
-    /// server counts as silent (its connection is discarded and its breaker opens).
+    /// How long a request-path statement may wait while its server answers nothing at all
+    /// before the server counts as silent (the statement is abandoned, its connection
+    /// discarded and the breaker opened). A slow statement on a server that keeps
+    /// answering is bounded by the request timeout instead.
     pub query_timeout_ms: Option<u64>,
     #[serde(default)]
     pub shards: Vec<RawShard>,

@@ -350,9 +350,14 @@ pub struct TestApp {
 impl TestApp {
     /// Migrates every target of `settings`, then spawns the app on a free port.
     pub async fn spawn(settings: Settings, instance: &str) -> TestApp {
+        Self::spawn_with(settings, test_options(instance)).await
+    }
+
+    /// Migrates every database, then starts the app with `options`.
+    pub async fn spawn_with(settings: Settings, options: ServeOptions) -> TestApp {
         let targets = migrate::targets(&settings.topology, &Selection::default()).unwrap();
         migrate::run(&targets).await.expect("migrations apply");
-        Self::spawn_unmigrated(settings, instance).await
+        Self::start(settings, options).await
     }
 
     pub async fn spawn_unmigrated(settings: Settings, instance: &str) -> TestApp {
