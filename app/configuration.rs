@@ -42,7 +42,15 @@ pub struct TenancySettings {
     pub enabled: bool,
     /// The request header carrying the tenant id (the only supported source).
     pub header: String,
+    /// At most this many requests of one tenant in progress at once in one web replica;
+    /// more are answered 429 (the per-tenant bulkhead).
+    pub max_in_flight_per_tenant: u32,
 }
+
+/// Far above what one tenant's people and scripts send at once, and still below what it
+/// takes to hold every connection of a default-sized pool set: a normal tenant never meets
+/// it. Lower it (below a shard's pool size) to shield a shard's other tenants from a whale.
+pub const DEFAULT_MAX_IN_FLIGHT_PER_TENANT: u32 = 16;
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -60,6 +68,7 @@ struct RawTenancy {
     enabled: Option<bool>,
     source: Option<String>,
     header: Option<String>,
+    max_in_flight_per_tenant: Option<u32>,
 }
 
 /// Why settings could not be loaded: every problem found, ready to print.
@@ -177,9 +186,19 @@ fn validate_tenancy(raw: &RawTenancy, problems: &mut Vec<String>) -> TenancySett
             "[tenancy] header {header:?} is not a valid header name (letters, digits and '-')"
         ));
     }
+    let max_in_flight_per_tenant = raw
+        .max_in_flight_per_tenant
+        .unwrap_or(DEFAULT_MAX_IN_FLIGHT_PER_TENANT);
+    if max_in_flight_per_tenant == 0 {
+        problems.push(
+            "[tenancy] max_in_flight_per_tenant must be at least 1 (0 would refuse every request)"
+                .to_owned(),
+        );
+    }
     TenancySettings {
         enabled: raw.enabled.unwrap_or(true),
         header,
+        max_in_flight_per_tenant,
     }
 }
 
@@ -228,11 +247,12 @@ fn typed_value(field: &str, raw: &str) -> Result<Value, String> {
                 .map(|s| Value::String(s.to_owned()))
                 .collect(),
         )),
-        f if f.ends_with("pool_size") || f.ends_with("_ms") => raw
-            .trim()
-            .parse::<u32>()
-            .map(|n| Value::Integer(i64::from(n)))
-            .map_err(|_| format!("{raw:?} is not a whole number")),
+        f if f.ends_with("pool_size") || f.ends_with("_ms") || f == "max_in_flight_per_tenant" => {
+            raw.trim()
+                .parse::<u32>()
+                .map(|n| Value::Integer(i64::from(n)))
+                .map_err(|_| format!("{raw:?} is not a whole number"))
+        }
         "enabled" | "directory_router" => match raw.trim() {
             "true" | "1" => Ok(Value::Boolean(true)),
             "false" | "0" => Ok(Value::Boolean(false)),

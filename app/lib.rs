@@ -7,6 +7,7 @@
 //! - [`tenancy`]: `TenantId` and how a request names its tenant.
 //! - [`web`]: extractors (`ShardedDb`, `ShardedReadDb`, `Shards`, `Tenant`), errors → HTTP,
 //!   health, metrics, middleware.
+//! - [`fairness`]: the per-tenant bulkhead and the busiest tenants with placement advice.
 //! - [`bookmarks`]: the feature itself (API, HTML UI, stats); never computes a slot.
 //! - [`admin`]: the operator's cross-shard admin page (only with `ADMIN_TOKEN`).
 //! - [`migrate`]: embedded migrations for the control database and the shards.
@@ -18,6 +19,7 @@ pub mod admin;
 pub mod bookmarks;
 pub mod cli;
 pub mod configuration;
+pub mod fairness;
 pub mod jobs;
 pub mod migrate;
 pub mod moves;

@@ -80,6 +80,7 @@ pub struct Application {
 impl Application {
     pub async fn build(settings: Settings, options: ServeOptions) -> anyhow::Result<Self> {
         let topology = Arc::new(settings.topology.clone());
+        let max_in_flight_per_tenant = settings.tenancy.max_in_flight_per_tenant;
         tracing::info!(
             shards = topology.shards.len(),
             total_max_connections = topology.total_max_connections(),
@@ -120,6 +121,7 @@ impl Application {
             metrics: crate::web::metrics::recorder(),
             index,
             jobs: Arc::new(JobCounts::default()),
+            fairness: crate::fairness::Fairness::new(max_in_flight_per_tenant),
         }));
         let listener = TcpListener::bind(options.bind)
             .await

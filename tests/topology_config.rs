@@ -569,3 +569,23 @@ fn directory_settings_have_defaults_and_environment_overrides() {
         vec![r#"AUTUMN_SHARDING__DIRECTORY_ROUTER: "yes" is not true or false"#]
     );
 }
+
+#[test]
+fn the_per_tenant_bulkhead_defaults_high_and_refuses_zero() {
+    let base = format!("{CONTROL}{}", shard("shard0", None));
+    let defaults = load(&base).unwrap();
+    assert_eq!(
+        defaults.tenancy.max_in_flight_per_tenant,
+        bookmarks_sharded::configuration::DEFAULT_MAX_IN_FLIGHT_PER_TENANT
+    );
+    let from_env = load_env(&base, &[("AUTUMN_TENANCY__MAX_IN_FLIGHT_PER_TENANT", "4")]).unwrap();
+    assert_eq!(from_env.tenancy.max_in_flight_per_tenant, 4);
+    let zero = problems(&format!(
+        "{base}\n[tenancy]\nmax_in_flight_per_tenant = 0\n"
+    ));
+    assert!(
+        zero.iter()
+            .any(|p| p.contains("max_in_flight_per_tenant must be at least 1")),
+        "{zero:?}"
+    );
+}

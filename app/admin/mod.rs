@@ -23,6 +23,8 @@ use diesel_async::AsyncPgConnection;
 use futures::future::BoxFuture;
 use serde_json::json;
 
+use crate::fairness::advice::Advice;
+use crate::fairness::busiest::Report;
 use crate::sharding::cross_shard::CrossShard;
 use crate::tenancy::TenantId;
 use crate::web::error::ApiError;
@@ -40,6 +42,7 @@ pub fn routes(token: AdminToken) -> Router<AppState> {
         .route("/admin/api/tenants/{key}", get(api_tenant))
         .route("/admin/api/pins", get(api_pins))
         .route("/admin/api/moves", get(api_moves))
+        .route("/admin/api/busiest", get(api_busiest))
         .route_layer(axum::middleware::from_fn_with_state(token, auth::require))
 }
 
@@ -126,6 +129,26 @@ async fn api_pins(State(state): State<AppState>) -> Result<Response, ApiError> {
         (pins, None) => Ok(Json(json!({ "pins": pins })).into_response()),
         (_, Some(_)) => Err(ApiError::ControlUnavailable),
     }
+}
+
+/// This replica's busiest tenants and the placement advice drawn from them.
+async fn api_busiest(State(state): State<AppState>) -> Response {
+    let (report, advice) = busiest(&state);
+    Json(json!({
+        "instance": state.instance_name,
+        "max_in_flight_per_tenant": state.fairness.bulkhead.limit(),
+        "window_seconds": report.window_seconds,
+        "tenants": report.tenants,
+        "shards": report.shards,
+        "advice": advice,
+    }))
+    .into_response()
+}
+
+fn busiest(state: &AppState) -> (Report, Vec<Advice>) {
+    let set = state.shards.set();
+    let names: Vec<&str> = set.iter().map(|s| s.name()).collect();
+    state.fairness.report(&names)
 }
 
 async fn api_moves(State(state): State<AppState>) -> Result<Response, ApiError> {

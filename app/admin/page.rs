@@ -16,6 +16,8 @@ use super::moves::MoveSummary;
 use super::overview::{self, MAP_CELL, MAP_COLUMNS, Marker, ShardCard, SlotRun};
 use super::{browse, lookup, moves, tenant_param};
 use crate::bookmarks::TENANT_TABLES;
+use crate::fairness::advice::Advice;
+use crate::fairness::busiest::Report;
 use crate::sharding::SLOT_COUNT;
 use crate::sharding::cross_shard::{Coverage, CrossShard};
 use crate::sharding::directory::placement::{Change, PinEntry, PlacementError, Placer};
@@ -59,6 +61,10 @@ struct AdminPage {
     moves: Vec<MoveSummary>,
     moves_error: Option<String>,
     jobs: Vec<(String, i64)>,
+    busiest: Report,
+    advice: Vec<Advice>,
+    max_in_flight_per_tenant: u32,
+    instance: String,
 }
 
 /// Banner lines for the shards a fan-out is missing or that answered stale.
@@ -148,6 +154,7 @@ async fn render(
         Err(e) => (None, Some(e)),
     };
     let markers = overview::markers(state, &pins);
+    let (busiest, advice) = super::busiest(state);
     let notice = match params.done.as_deref() {
         Some("pin") => Some(format!("Pinned {lookup_key}.")),
         Some("unpin") => Some(format!("Unpinned {lookup_key}.")),
@@ -181,6 +188,10 @@ async fn render(
         moves,
         moves_error,
         jobs: state.jobs.snapshot(),
+        busiest,
+        advice,
+        max_in_flight_per_tenant: state.fairness.bulkhead.limit(),
+        instance: state.instance_name.clone(),
     }
 }
 

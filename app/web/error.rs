@@ -43,6 +43,8 @@ pub enum ApiError {
     ControlUnavailable,
     #[error("{path} does not accept {method}")]
     MethodNotAllowed { method: String, path: String },
+    #[error("this tenant already has {limit} requests in progress on this server")]
+    TenantBusy { limit: u32 },
     #[error("the request took longer than {} ms and was abandoned", .0.as_millis())]
     RequestTimeout(std::time::Duration),
     #[error(transparent)]
@@ -65,6 +67,7 @@ impl ApiError {
             ApiError::ControlUnavailable => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::RequestTimeout(_) => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::TenantBusy { .. } => StatusCode::TOO_MANY_REQUESTS,
             ApiError::Shard(e) => match e {
                 ShardError::Unavailable { .. }
                 | ShardError::ReplicaUnavailable { .. }
@@ -119,6 +122,15 @@ impl ApiError {
                 ("method_not_allowed", self.to_string(), json!({}))
             }
             ApiError::RequestTimeout(_) => ("request_timeout", self.to_string(), json!({})),
+            ApiError::TenantBusy { limit } => (
+                "tenant_busy",
+                format!(
+                    "{self}; nothing was done, retry after Retry-After seconds (at most {limit} \
+                     requests of one tenant run at once, so that its shard's other tenants \
+                     are served too)"
+                ),
+                json!({ "limit": limit }),
+            ),
             ApiError::Shard(e) => match e {
                 ShardError::ReplicaUnavailable { shard } => (
                     "replica_unavailable",
@@ -198,6 +210,8 @@ impl ApiError {
             ApiError::Shard(ShardError::TenantMoving { .. } | ShardError::TenantMoved { .. }) => {
                 Some(1)
             }
+            // A tenant's requests in progress usually finish within milliseconds.
+            ApiError::TenantBusy { .. } => Some(1),
             _ => (self.status() == StatusCode::SERVICE_UNAVAILABLE).then_some(RETRY_AFTER_SECONDS),
         }
     }

@@ -164,9 +164,11 @@ pub async fn prometheus(State(state): State<AppState>) -> impl IntoResponse {
     record_breakers(&state);
     record_directory(&state);
     record_background(&state);
+    let mut text = state.metrics.render();
+    text.push_str(&state.fairness.prometheus_text());
     (
         [("content-type", "text/plain; version=0.0.4; charset=utf-8")],
-        state.metrics.render(),
+        text,
     )
 }
 

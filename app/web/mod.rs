@@ -37,8 +37,14 @@ pub fn router(state: AppState, request_timeout: Duration) -> Router {
     if let Some(token) = state.admin_token.clone() {
         app = app.merge(crate::admin::routes(token));
     }
-    app.merge(bookmarks::api::routes())
+    // The tenant's own routes pass its bulkhead; admin, health and metrics do not.
+    let tenant_routes = bookmarks::api::routes()
         .merge(bookmarks::ui::routes())
+        .route_layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            crate::fairness::guard,
+        ));
+    app.merge(tenant_routes)
         .route("/api/stats", get(bookmarks::stats::stats))
         .route("/health", get(health::health))
         .route("/ready", get(health::ready))

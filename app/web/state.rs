@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use crate::admin::AdminToken;
 use crate::configuration::Settings;
+use crate::fairness::Fairness;
 use crate::jobs::worker::JobCounts;
 use crate::search::reindexer::IndexStates;
 use crate::sharding::DirectoryRouter;
@@ -37,6 +38,8 @@ pub struct Inner {
     pub index: Arc<IndexStates>,
     /// Job counts by state, as this process's worker last read them.
     pub jobs: Arc<JobCounts>,
+    /// The per-tenant bulkhead and the busiest-tenant summary.
+    pub fairness: Fairness,
 }
 
 impl Inner {

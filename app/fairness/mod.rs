@@ -1,0 +1,131 @@
+//! Fairness between tenants that share a shard: the per-tenant bulkhead, the busiest-tenant
+//! summary behind `/metrics` and the admin page, and the placement advice drawn from it.
+//!
+//! Everything here is per web replica: each process limits and counts what it serves itself.
+
+pub mod advice;
+pub mod bulkhead;
+pub mod busiest;
+
+use std::fmt::Write as _;
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::extract::{Request, State};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+
+use crate::tenancy;
+use crate::web::error::ApiError;
+use crate::web::extract::ServedByShard;
+use crate::web::state::AppState;
+use bulkhead::Bulkhead;
+use busiest::{Busiest, Outcome};
+
+pub struct Fairness {
+    pub bulkhead: Arc<Bulkhead>,
+    pub busiest: Busiest,
+}
+
+impl Fairness {
+    pub fn new(max_in_flight_per_tenant: u32) -> Self {
+        Self {
+            bulkhead: Bulkhead::new(max_in_flight_per_tenant),
+            busiest: Busiest::new(),
+        }
+    }
+
+    /// The busiest tenants and, for those that dominate a shard, where they would go, given
+    /// every configured shard's name.
+    pub fn report(&self, shard_names: &[&str]) -> (busiest::Report, Vec<advice::Advice>) {
+        let report = self.busiest.report();
+        let advice = advice::advise(&report, shard_names);
+        (report, advice)
+    }
+
+    /// The busiest tenants as Prometheus text: a fixed number of series (`busiest::TOP`
+    /// tenants), never a label per tenant ever seen. Rendered at scrape time so that a tenant
+    /// that drops out of the top leaves no series behind.
+    pub fn prometheus_text(&self) -> String {
+        let report = self.busiest.report();
+        let mut out = String::new();
+        let mut family = |name: &str, help: &str, value: &dyn Fn(&busiest::TenantLoad) -> f64| {
+            let _ = writeln!(out, "# HELP {name} {help}");
+            let _ = writeln!(out, "# TYPE {name} gauge");
+            for (rank, t) in report.tenants.iter().enumerate() {
+                let _ = writeln!(
+                    out,
+                    "{name}{{rank=\"{}\",tenant=\"{}\",shard=\"{}\"}} {}",
+                    rank + 1,
+                    t.tenant,
+                    t.shard.as_deref().unwrap_or("none"),
+                    value(t)
+                );
+            }
+        };
+        let window = report.window_seconds;
+        family(
+            "tenant_busiest_requests",
+            &format!("Requests of this process's busiest tenants over the last {window} s."),
+            &|t| t.requests as f64,
+        );
+        family(
+            "tenant_busiest_shard_share",
+            "The tenant's share of the requests its shard served in the same span.",
+            &|t| t.shard_share,
+        );
+        family(
+            "tenant_busiest_rejected",
+            "Requests of the tenant refused by the per-tenant bulkhead (429) in the same span.",
+            &|t| t.rejected as f64,
+        );
+        family(
+            "tenant_busiest_p99_seconds",
+            "The tenant's 99th percentile latency (upper bound of a coarse bucket).",
+            &|t| t.p99_ms / 1000.0,
+        );
+        out
+    }
+}
+
+/// Middleware on the tenant routes: admits the request through its tenant's bulkhead (or
+/// answers 429) and records the outcome for the busiest-tenant summary. Requests without a
+/// valid tenant pass untouched; the handler answers them with its own 400.
+pub async fn guard(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    let (parts, body) = request.into_parts();
+    let tenant = tenancy::resolve(&parts, &state.settings.tenancy.header);
+    let request = Request::from_parts(parts, body);
+    let Ok(tenant) = tenant else {
+        return next.run(request).await;
+    };
+    let fairness = &state.fairness;
+    let started = Instant::now();
+    let Some(permit) = fairness.bulkhead.try_enter(&tenant) else {
+        metrics::counter!("tenant_bulkhead_rejections_total").increment(1);
+        fairness.busiest.record(
+            &tenant,
+            Outcome {
+                shard: None,
+                latency: started.elapsed(),
+                rejected: true,
+            },
+        );
+        return ApiError::TenantBusy {
+            limit: fairness.bulkhead.limit(),
+        }
+        .into_response();
+    };
+    let served = request.extensions().get::<ServedByShard>().cloned();
+    let response = next.run(request).await;
+    drop(permit);
+    let shard = served.as_ref().and_then(|s| s.0.get()).map(String::as_str);
+    fairness.busiest.record(
+        &tenant,
+        Outcome {
+            shard,
+            latency: started.elapsed(),
+            rejected: false,
+        },
+    );
+    response
+}
