@@ -14,6 +14,8 @@
 //! - [`moves`]: online tenant moves between shards (the `move_slot` tool).
 //! - [`startup`]: builds the application (server, CLI and tests share it).
 //! - [`cli`]: the `bookmarks` command line (the binary in `bin/` only calls into it).
+//! - [`loadgen`]: a load generator for the API (the `loadgen` binary), reporting per tenant
+//!   class and per shard.
 
 pub mod admin;
 pub mod bookmarks;
@@ -21,6 +23,7 @@ pub mod cli;
 pub mod configuration;
 pub mod fairness;
 pub mod jobs;
+pub mod loadgen;
 pub mod migrate;
 pub mod moves;
 pub mod search;

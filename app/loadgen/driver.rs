@@ -1,0 +1,418 @@
+//! When and how requests are sent: prefill (bounded concurrency), the open loop (request
+//! `i` due at `start + i/rate`, latency measured from that intended time even when the
+//! sender runs late, an in-flight cap whose overflow is counted, not dropped) and the
+//! closed loop (a fixed number of workers); and the HTTP calls themselves, over one client
+//! that reuses connections.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use futures::StreamExt;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use serde_json::{Value, json};
+use tokio::sync::Semaphore;
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+
+use super::Config;
+use super::mix::{Mix, Op};
+use super::population::Population;
+use super::progress::Line;
+use super::report::{Ending, PrefillSummary, Recorder};
+
+/// Ids remembered per tenant, at most (for get, update and delete).
+const KNOWN_IDS_CAP: usize = 4096;
+/// A list answer is parsed for ids only while the tenant has fewer known ids than this.
+const LEARN_FROM_LISTS_BELOW: usize = 32;
+
+/// State shared by every request of a run.
+pub struct Shared {
+    client: reqwest::Client,
+    /// `{base}/api/bookmarks`
+    api: String,
+    population: Population,
+    mix: Mix,
+    /// Known bookmark ids per tenant (from prefill, creates and lists).
+    known: Vec<Mutex<Vec<String>>>,
+    /// `https://example.com/<seed>`: every bookmark URL this run creates starts with it.
+    url_prefix: String,
+    /// Makes this run's created URLs differ from an earlier run's with the same seed.
+    run_tag: u128,
+    created: AtomicU64,
+    recorder: Arc<Recorder>,
+    progress: bool,
+}
+
+/// What one request came back with.
+struct Answer {
+    ending: Ending,
+    shard: Option<String>,
+}
+
+/// The error kind of a request that got no (complete) response.
+fn failure_kind(e: &reqwest::Error) -> &'static str {
+    if e.is_timeout() {
+        "timeout"
+    } else if e.is_connect() {
+        "connect"
+    } else if e.is_body() || e.is_decode() {
+        "body"
+    } else {
+        "other"
+    }
+}
+
+impl Shared {
+    pub fn new(config: &Config, population: Population) -> Result<Self, reqwest::Error> {
+        let client = reqwest::Client::builder()
+            .timeout(config.timeout)
+            .connect_timeout(config.timeout)
+            .user_agent("bookmarks-loadgen")
+            .redirect(reqwest::redirect::Policy::none())
+            .build()?;
+        Ok(Shared {
+            client,
+            api: format!("{}/api/bookmarks", config.base()),
+            known: population
+                .names()
+                .iter()
+                .map(|_| Mutex::new(Vec::new()))
+                .collect(),
+            url_prefix: format!("https://example.com/{}", config.seed),
+            run_tag: SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map(|d| d.as_millis())
+                .unwrap_or(0),
+            created: AtomicU64::new(0),
+            recorder: Arc::new(Recorder::new(
+                population.names(),
+                population.whales().len(),
+                config.timeout,
+            )),
+            progress: config.progress,
+            mix: config.mix.clone(),
+            population,
+        })
+    }
+
+    pub fn recorder(&self) -> &Recorder {
+        &self.recorder
+    }
+
+    fn name(&self, tenant: usize) -> &str {
+        &self.population.names()[tenant]
+    }
+
+    fn known(&self, tenant: usize) -> std::sync::MutexGuard<'_, Vec<String>> {
+        self.known[tenant].lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn remember(&self, tenant: usize, id: &str) {
+        let mut ids = self.known(tenant);
+        if ids.len() < KNOWN_IDS_CAP && !ids.iter().any(|k| k == id) {
+            ids.push(id.to_owned());
+        }
+    }
+
+    fn forget(&self, tenant: usize, id: &str) {
+        self.known(tenant).retain(|k| k != id);
+    }
+
+    /// A known id of `tenant`, chosen by `choice`; `take` removes it (for a delete).
+    fn pick_id(&self, tenant: usize, choice: u64, take: bool) -> Option<String> {
+        let mut ids = self.known(tenant);
+        if ids.is_empty() {
+            return None;
+        }
+        let i = (choice % ids.len() as u64) as usize;
+        Some(if take {
+            ids.swap_remove(i)
+        } else {
+            ids[i].clone()
+        })
+    }
+
+    /// Sends one request of kind `op` for `tenant` (a list when `op` needs an id and the
+    /// tenant has none known); `choice` picks the id.
+    async fn execute(&self, tenant: usize, op: Op, choice: u64) -> Answer {
+        let id = match op {
+            Op::Get | Op::Update => self.pick_id(tenant, choice, false),
+            Op::Delete => self.pick_id(tenant, choice, true),
+            Op::List | Op::Create => None,
+        };
+        let op = if id.is_none() && matches!(op, Op::Get | Op::Update | Op::Delete) {
+            Op::List
+        } else {
+            op
+        };
+        let name = self.name(tenant);
+        let one = || format!("{}/{}", self.api, id.as_deref().unwrap_or(""));
+        let request = match op {
+            Op::List => self.client.get(format!("{}?limit=20", self.api)),
+            Op::Get => self.client.get(one()),
+            Op::Create => {
+                let n = self.created.fetch_add(1, Ordering::Relaxed);
+                let url = format!("{}/{name}/{}-{n}", self.url_prefix, self.run_tag);
+                self.client.post(&self.api).json(&json!({
+                    "url": url,
+                    "title": format!("loadgen {n}"),
+                    "tags": ["loadgen"],
+                }))
+            }
+            Op::Update => self.client.patch(one()).json(&json!({
+                "title": format!("updated {choice}"),
+            })),
+            Op::Delete => self.client.delete(one()),
+        };
+        let wants_body = op == Op::Create
+            || (op == Op::List && self.known(tenant).len() < LEARN_FROM_LISTS_BELOW);
+        let (answer, body) = self
+            .send(request.header("x-tenant-id", name), wants_body)
+            .await;
+        match answer.ending {
+            Ending::Status(status) => self.learn(tenant, op, status, id.as_deref(), body),
+            // Outcome unknown: the bookmark may still be there.
+            _ if op == Op::Delete => {
+                if let Some(id) = &id {
+                    self.remember(tenant, id);
+                }
+            }
+            _ => {}
+        }
+        answer
+    }
+
+    /// Sends and reads the whole body (so the connection can be reused); parses it as JSON
+    /// when `wants_body`; notes `X-Shard`.
+    async fn send(
+        &self,
+        request: reqwest::RequestBuilder,
+        wants_body: bool,
+    ) -> (Answer, Option<Value>) {
+        let response = match request.send().await {
+            Ok(r) => r,
+            Err(e) => {
+                let answer = Answer {
+                    ending: Ending::Failed(failure_kind(&e)),
+                    shard: None,
+                };
+                return (answer, None);
+            }
+        };
+        let status = response.status().as_u16();
+        let shard = response
+            .headers()
+            .get("x-shard")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        match response.bytes().await {
+            Ok(body) => {
+                let json = wants_body
+                    .then(|| serde_json::from_slice::<Value>(&body).ok())
+                    .flatten();
+                let answer = Answer {
+                    ending: Ending::Status(status),
+                    shard,
+                };
+                (answer, json)
+            }
+            Err(e) => {
+                let answer = Answer {
+                    ending: Ending::Failed(failure_kind(&e)),
+                    shard,
+                };
+                (answer, None)
+            }
+        }
+    }
+
+    /// Keeps the known ids in step with what the server said.
+    fn learn(&self, tenant: usize, op: Op, status: u16, id: Option<&str>, body: Option<Value>) {
+        match (op, status, body) {
+            (Op::Create, 201, Some(v)) => {
+                if let Some(id) = v["id"].as_str() {
+                    self.remember(tenant, id);
+                }
+            }
+            (Op::Create, 409, Some(v)) => {
+                if let Some(id) = v["error"]["id"].as_str() {
+                    self.remember(tenant, id);
+                }
+            }
+            (Op::List, 200, Some(v)) => {
+                for id in v["items"].as_array().into_iter().flatten() {
+                    if let Some(id) = id["id"].as_str() {
+                        self.remember(tenant, id);
+                    }
+                }
+            }
+            (Op::Get | Op::Update, 404, _) => {
+                if let Some(id) = id {
+                    self.forget(tenant, id);
+                }
+            }
+            (Op::Delete, s, _) if s >= 500 => {
+                if let Some(id) = id {
+                    self.remember(tenant, id);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Creates bookmark `k` of `tenant` (the same URL every run with this seed).
+    async fn prefill_one(&self, tenant: usize, k: usize) -> (usize, Answer) {
+        let name = self.name(tenant);
+        let request = self
+            .client
+            .post(&self.api)
+            .header("x-tenant-id", name)
+            .json(&json!({
+                "url": format!("{}/{name}/prefill-{k}", self.url_prefix),
+                "title": format!("prefill {k}"),
+                "tags": ["loadgen", "prefill"],
+            }));
+        let (answer, body) = self.send(request, true).await;
+        if let Ending::Status(status) = answer.ending {
+            self.learn(tenant, Op::Create, status, None, body);
+        }
+        (tenant, answer)
+    }
+
+    /// The tenant, operation and id choice of one request.
+    fn pick(&self, rng: &mut StdRng) -> (usize, Op, u64) {
+        (self.population.pick(rng), self.mix.pick(rng), rng.random())
+    }
+}
+
+/// Creates `config.prefill` bookmarks per tenant, at most `prefill_concurrency` at a time.
+/// A 409 means the bookmark is there already (an earlier run with the same seed).
+pub async fn prefill(shared: &Shared, config: &Config) -> PrefillSummary {
+    let k = config.prefill;
+    let mut summary = PrefillSummary {
+        per_tenant: k,
+        ..PrefillSummary::default()
+    };
+    if k == 0 {
+        return summary;
+    }
+    let started = Instant::now();
+    let tenants = shared.population.len();
+    let line = Line::counter(shared.progress, (tenants * k) as u64, "prefill");
+    let mut answers = futures::stream::iter((0..tenants).flat_map(|t| (0..k).map(move |j| (t, j))))
+        .map(|(t, j)| shared.prefill_one(t, j))
+        .buffer_unordered(config.prefill_concurrency);
+    while let Some((tenant, answer)) = answers.next().await {
+        summary.requests += 1;
+        line.inc();
+        if let Some(shard) = &answer.shard {
+            shared.recorder.set_home_shard(tenant, shard);
+        }
+        match answer.ending {
+            Ending::Status(201) => summary.created += 1,
+            Ending::Status(409) => summary.existing += 1,
+            other => {
+                if let Some(e) = other.error_label() {
+                    *summary.errors.entry(e).or_default() += 1;
+                }
+            }
+        }
+    }
+    line.finish();
+    summary.seconds = started.elapsed().as_secs_f64();
+    summary
+}
+
+/// Open loop: request `i` is due at `start + i/rate` and its latency runs from then, even
+/// when this loop or the in-flight requests are late. A due request that finds
+/// `max_in_flight` outstanding is recorded as not sent. Returns the send window: the time
+/// the due requests span at `rate`, or longer if sending them took longer.
+pub async fn open_loop(
+    shared: &Arc<Shared>,
+    config: &Config,
+    rate: f64,
+    max_in_flight: usize,
+) -> Duration {
+    let mut rng = StdRng::seed_from_u64(config.seed);
+    let permits = Arc::new(Semaphore::new(max_in_flight));
+    let line = Line::live(shared.progress, Arc::clone(&shared.recorder), "open loop");
+    let limit = config.requests.unwrap_or(u64::MAX);
+    let span = config.duration.as_secs_f64();
+    let start = Instant::now();
+    let mut due_count = 0u64;
+    while due_count < limit {
+        let offset = due_count as f64 / rate;
+        if offset >= span {
+            break;
+        }
+        let at = Duration::from_secs_f64(offset);
+        let due = start + at;
+        tokio::time::sleep_until(due).await;
+        let (tenant, op, choice) = shared.pick(&mut rng);
+        match Arc::clone(&permits).try_acquire_owned() {
+            Ok(permit) => {
+                let shared = Arc::clone(shared);
+                tokio::spawn(async move {
+                    let answer = shared.execute(tenant, op, choice).await;
+                    let latency = due.elapsed();
+                    shared.recorder.record(
+                        tenant,
+                        answer.shard.as_deref(),
+                        answer.ending,
+                        at,
+                        Some(latency),
+                    );
+                    drop(permit);
+                });
+            }
+            Err(_) => shared
+                .recorder
+                .record(tenant, None, Ending::NotSent, at, None),
+        }
+        due_count += 1;
+    }
+    let window = Duration::from_secs_f64(due_count as f64 / rate).max(start.elapsed());
+    // Every request ends within the client timeout; then all permits are back.
+    let all = u32::try_from(max_in_flight).unwrap_or(u32::MAX);
+    let _ = permits.acquire_many(all).await;
+    line.finish();
+    window
+}
+
+/// Closed loop: `concurrency` workers, each sending its next request as soon as the last
+/// one ended (latency from the actual send). Returns how long the run took.
+pub async fn closed_loop(shared: &Arc<Shared>, config: &Config, concurrency: usize) -> Duration {
+    let line = Line::live(shared.progress, Arc::clone(&shared.recorder), "closed loop");
+    let limit = config.requests.unwrap_or(u64::MAX);
+    let issued = Arc::new(AtomicU64::new(0));
+    let start = Instant::now();
+    let end = start + config.duration;
+    let mut workers = JoinSet::new();
+    for w in 0..concurrency as u64 {
+        let shared = Arc::clone(shared);
+        let issued = Arc::clone(&issued);
+        let mut rng = StdRng::seed_from_u64(config.seed.wrapping_add(w));
+        workers.spawn(async move {
+            loop {
+                let sent = Instant::now();
+                if sent >= end || issued.fetch_add(1, Ordering::Relaxed) >= limit {
+                    break;
+                }
+                let (tenant, op, choice) = shared.pick(&mut rng);
+                let answer = shared.execute(tenant, op, choice).await;
+                shared.recorder.record(
+                    tenant,
+                    answer.shard.as_deref(),
+                    answer.ending,
+                    sent - start,
+                    Some(sent.elapsed()),
+                );
+            }
+        });
+    }
+    while workers.join_next().await.is_some() {}
+    line.finish();
+    start.elapsed()
+}
