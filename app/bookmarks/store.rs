@@ -105,16 +105,9 @@ pub async fn list(
     tenant: &TenantId,
     query: &ListQuery,
 ) -> Result<Page, DbError> {
-    use diesel::dsl::sql;
-    use diesel::sql_types::Bool;
-    // Whether each row waits for the search index, in the same round trip.
-    let waiting = sql::<Bool>(
-        "EXISTS (SELECT 1 FROM search_pending p \
-         WHERE p.tenant_id = bookmarks.tenant_id AND p.bookmark_id = bookmarks.id)",
-    );
     let mut sql = b::bookmarks
         .filter(b::tenant_id.eq(tenant.as_str()))
-        .select((Bookmark::as_select(), waiting))
+        .select((Bookmark::as_select(), WaitsForIndex))
         .order(b::id.desc())
         .limit(query.limit + 1)
         .into_boxed();
@@ -142,6 +135,39 @@ pub async fn list(
         })
         .collect();
     Ok(Page { items, next_cursor })
+}
+
+/// Whether the selected bookmark waits for the search index, computed in the list's own
+/// round trip. A fixed fragment rather than a `sql()` literal: diesel never caches a
+/// statement holding a literal, so the list would be prepared anew (a second round trip
+/// to the shard, and a parse) on every request; with this it stays in the connection's
+/// prepared statement cache.
+#[derive(Debug, Clone, Copy, diesel::query_builder::QueryId)]
+struct WaitsForIndex;
+
+impl diesel::Expression for WaitsForIndex {
+    type SqlType = diesel::sql_types::Bool;
+}
+
+impl diesel::AppearsOnTable<b::bookmarks> for WaitsForIndex {}
+
+impl diesel::SelectableExpression<b::bookmarks> for WaitsForIndex {}
+
+impl<G> diesel::expression::ValidGrouping<G> for WaitsForIndex {
+    type IsAggregate = diesel::expression::is_aggregate::Never;
+}
+
+impl diesel::query_builder::QueryFragment<diesel::pg::Pg> for WaitsForIndex {
+    fn walk_ast<'b>(
+        &'b self,
+        mut out: diesel::query_builder::AstPass<'_, 'b, diesel::pg::Pg>,
+    ) -> QueryResult<()> {
+        out.push_sql(
+            "EXISTS (SELECT 1 FROM search_pending p \
+             WHERE p.tenant_id = bookmarks.tenant_id AND p.bookmark_id = bookmarks.id)",
+        );
+        Ok(())
+    }
 }
 
 /// `id IN (the tenant's bookmarks matching the web-search query q)`: indexed documents
