@@ -2,6 +2,8 @@
 //! `/actuator/metrics` (JSON, with a `database_shards` block of pool stats and slot counts,
 //! and the directory cache's counters when directory routing is on).
 
+use std::cell::RefCell;
+use std::collections::HashMap;
 use std::sync::OnceLock;
 use std::time::Instant;
 
@@ -46,30 +48,88 @@ pub fn recorder() -> PrometheusHandle {
 /// Times each request and records route, status and serving shard; sets `X-Shard`.
 pub async fn track(request: Request, next: Next) -> Response {
     let started = Instant::now();
-    let route = request
-        .extensions()
-        .get::<MatchedPath>()
-        .map(|p| p.as_str().to_owned())
-        .unwrap_or_else(|| "unmatched".to_owned());
+    // A matched path shares its text: no copy per request.
+    let route = request.extensions().get::<MatchedPath>().cloned();
     let served = ServedByShard::default();
     let mut request = request;
     request.extensions_mut().insert(served.clone());
     let mut response = next.run(request).await;
-    let shard = served.0.get().cloned().unwrap_or_else(|| "none".to_owned());
-    if shard != "none"
-        && let Ok(value) = HeaderValue::from_str(&shard)
-    {
-        response.headers_mut().insert("x-shard", value);
-    }
-    let labels = [
-        ("route", route),
-        ("status", response.status().as_u16().to_string()),
-        ("shard", shard),
-    ];
-    metrics::counter!("http_requests_total", &labels).increment(1);
-    metrics::histogram!("http_request_duration_seconds", &labels)
-        .record(started.elapsed().as_secs_f64());
+    let route = route.as_ref().map_or("unmatched", MatchedPath::as_str);
+    let shard = served.0.get().map_or("none", String::as_str);
+    let status = response.status().as_u16();
+    RequestMetrics::with(route, status, shard, |m| {
+        if let Some(value) = &m.shard_header {
+            response.headers_mut().insert("x-shard", value.clone());
+        }
+        m.requests.increment(1);
+        m.duration.record(started.elapsed().as_secs_f64());
+    });
     response
+}
+
+/// The registry handles of one (route, status, shard) label set, and its `X-Shard` value.
+/// Looking them up in the registry costs a dozen allocations and two hashed, locked map
+/// lookups per request; each worker thread keeps the handles it has used instead.
+struct RequestMetrics {
+    status: u16,
+    shard: Box<str>,
+    shard_header: Option<HeaderValue>,
+    requests: metrics::Counter,
+    duration: metrics::Histogram,
+}
+
+/// Label sets remembered per thread, at most. Routes are the router's (a matched path or
+/// "unmatched"), statuses and shards are few: this bound is never reached in practice, and
+/// past it handles are looked up afresh, as before.
+const REMEMBERED_LABEL_SETS: usize = 1024;
+
+/// How many label sets are remembered, and each route's.
+type Remembered = (usize, HashMap<Box<str>, Vec<RequestMetrics>>);
+
+thread_local! {
+    static REQUEST_METRICS: RefCell<Remembered> = RefCell::new((0, HashMap::new()));
+}
+
+impl RequestMetrics {
+    fn new(route: &str, status: u16, shard: &str) -> Self {
+        let labels = [
+            ("route", route.to_owned()),
+            ("status", status.to_string()),
+            ("shard", shard.to_owned()),
+        ];
+        Self {
+            status,
+            shard: shard.into(),
+            shard_header: (shard != "none")
+                .then(|| HeaderValue::from_str(shard).ok())
+                .flatten(),
+            requests: metrics::counter!("http_requests_total", &labels),
+            duration: metrics::histogram!("http_request_duration_seconds", &labels),
+        }
+    }
+
+    /// Runs `f` with the handles of this label set.
+    fn with(route: &str, status: u16, shard: &str, f: impl FnOnce(&RequestMetrics)) {
+        REQUEST_METRICS.with(|cell| {
+            let Ok(mut cache) = cell.try_borrow_mut() else {
+                return f(&Self::new(route, status, shard));
+            };
+            let (count, by_route) = &mut *cache;
+            let known = by_route.get(route).and_then(|sets| {
+                sets.iter()
+                    .find(|m| m.status == status && &*m.shard == shard)
+            });
+            if let Some(m) = known {
+                return f(m);
+            }
+            let m = Self::new(route, status, shard);
+            f(&m);
+            if *count < REMEMBERED_LABEL_SETS {
+                *count += 1;
+                by_route.entry(route.into()).or_default().push(m);
+            }
+        });
+    }
 }
 
 fn pool_json(pool: &PgPool) -> Value {
