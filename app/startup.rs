@@ -150,7 +150,7 @@ impl Application {
     }
 
     /// Starts what runs beside the requests: the replica and liveness monitors, the
-    /// directory listener (with directory routing), and when enabled the reindexers and the
+    /// metrics upkeep, the directory listener (with directory routing), and when enabled the reindexers and the
     /// job worker. They run until aborted.
     fn spawn_tasks(&self) -> Vec<tokio::task::JoinHandle<()>> {
         let state = &self.state;
@@ -165,6 +165,7 @@ impl Application {
                 self.replica_check_interval,
             ),
             spawn_liveness_monitor(breakers, self.liveness_interval),
+            crate::web::metrics::spawn_upkeep(state.metrics.clone()),
         ];
         if let Some(router) = state.directory.clone() {
             let topology = state.shards.set().topology();
