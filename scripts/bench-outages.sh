@@ -9,13 +9,8 @@ cd "$(dirname "$0")/.."
 
 export COMPOSE_PROJECT_NAME=bookmarks-bench-outages
 export BOOKMARKS_HTTP_PORT=${BOOKMARKS_HTTP_PORT:-18080}
-COMPOSE_FILE=docker-compose.yml
-if docker image inspect bookmarks-sharded:offline >/dev/null 2>&1; then
-	COMPOSE_FILE=docker-compose.yml:docker-compose.offline.yml
-fi
-export COMPOSE_FILE
-base="http://127.0.0.1:$BOOKMARKS_HTTP_PORT"
-trap 'docker compose down -v >/dev/null 2>&1' EXIT
+# shellcheck source=scripts/lib/compose-stack.sh
+. scripts/lib/compose-stack.sh
 
 docker compose up -d --wait >/dev/null 2>&1 || docker compose up -d >/dev/null
 until curl -sf -o /dev/null "$base/ready"; do sleep 1; done

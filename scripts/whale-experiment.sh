@@ -30,13 +30,8 @@ OUT=${OUT:-docs/load-testing}
 WHALE=whale-corp
 export COMPOSE_PROJECT_NAME=bookmarks-whale
 export BOOKMARKS_HTTP_PORT=${BOOKMARKS_HTTP_PORT:-18081}
-COMPOSE_FILE=docker-compose.yml
-if docker image inspect bookmarks-sharded:offline >/dev/null 2>&1; then
-	COMPOSE_FILE=docker-compose.yml:docker-compose.offline.yml
-fi
-export COMPOSE_FILE
-base="http://127.0.0.1:$BOOKMARKS_HTTP_PORT"
-trap 'docker compose down -v >/dev/null 2>&1' EXIT
+# shellcheck source=scripts/lib/compose-stack.sh
+. scripts/lib/compose-stack.sh
 mkdir -p "$OUT"
 
 cargo build --release --locked --bin loadgen

@@ -31,16 +31,10 @@ async fn the_bulkhead_answers_429_to_one_tenants_excess_while_another_tenant_is_
     let layout = layout("[tenancy]\nmax_in_flight_per_tenant = 2").await;
     let app = TestApp::spawn(layout.settings(), "fair-1").await;
     let (id, shard) = create_on(&app, "whale", "https://example.com/held").await;
-    let (_, port, db, _) = layout.shards.iter().find(|s| s.0 == shard).unwrap().clone();
+    let (port, db) = port_of(&layout, &shard);
 
     // Another session holds the whale's row, so its two updates stay in progress.
-    let (locker, conn) = tokio_postgres::connect(
-        &format!("host=127.0.0.1 port={port} user={USER} password={PASSWORD} dbname={db}"),
-        tokio_postgres::NoTls,
-    )
-    .await
-    .unwrap();
-    tokio::spawn(conn);
+    let locker = session(port, &db).await;
     locker
         .batch_execute(&format!(
             "BEGIN; SELECT 1 FROM bookmarks WHERE tenant_id = 'whale' AND id = '{id}' FOR UPDATE"

@@ -216,13 +216,7 @@ async fn a_statement_slow_on_a_live_server_waits_past_its_deadline_and_one_cut_o
     let (port, db) = port_of(&layout, "shard1");
 
     // Another session holds a lock the app's statements must wait for.
-    let (locker, conn) = tokio_postgres::connect(
-        &format!("host=127.0.0.1 port={port} user={USER} password={PASSWORD} dbname={db}"),
-        tokio_postgres::NoTls,
-    )
-    .await
-    .unwrap();
-    tokio::spawn(conn);
+    let locker = session(port, &db).await;
     locker
         .batch_execute("BEGIN; LOCK TABLE bookmarks IN ACCESS EXCLUSIVE MODE")
         .await

@@ -172,8 +172,8 @@ pub fn url(port: u16, db: &str) -> String {
     format!("postgres://{USER}:{PASSWORD}@127.0.0.1:{port}/{db}?connect_timeout=2")
 }
 
-/// Runs SQL on a server, returning rows as text columns.
-pub async fn sql(port: u16, db: &str, query: &str) -> Vec<Vec<Option<String>>> {
+/// A session of its own on a server (e.g. to hold a lock the app must wait for).
+pub async fn session(port: u16, db: &str) -> tokio_postgres::Client {
     let (client, conn) = tokio_postgres::connect(
         &format!("host=127.0.0.1 port={port} user={USER} password={PASSWORD} dbname={db}"),
         tokio_postgres::NoTls,
@@ -181,6 +181,12 @@ pub async fn sql(port: u16, db: &str, query: &str) -> Vec<Vec<Option<String>>> {
     .await
     .unwrap_or_else(|e| panic!("connect to {port}/{db}: {e}"));
     tokio::spawn(conn);
+    client
+}
+
+/// Runs SQL on a server, returning rows as text columns.
+pub async fn sql(port: u16, db: &str, query: &str) -> Vec<Vec<Option<String>>> {
+    let client = session(port, db).await;
     let rows = client
         .simple_query(query)
         .await
