@@ -47,9 +47,9 @@ pub struct TenancySettings {
     pub max_in_flight_per_tenant: u32,
 }
 
-/// Far above what one tenant's people and scripts send at once, and still below what it
-/// takes to hold every connection of a default-sized pool set: a normal tenant never meets
-/// it. Lower it (below a shard's pool size) to shield a shard's other tenants from a whale.
+/// Twice a default shard pool (8): a normal tenant never meets it, and only a tenant whose
+/// requests pile up on an overloaded shard does. It does not stop one tenant from taking a
+/// shard's whole pool: lower it below the pool size to shield the shard's other tenants.
 pub const DEFAULT_MAX_IN_FLIGHT_PER_TENANT: u32 = 16;
 
 #[derive(Debug, Default, Deserialize)]
