@@ -6,7 +6,8 @@
 #   1. baseline: uniform tenants, no whale;
 #   2. whale:    one tenant (whale-corp) takes half of all requests, on a shard it shares;
 #   3. bulkhead: the same, with MAX_IN_FLIGHT_PER_TENANT=4 (of a shard pool of 8);
-#   4. moved:    the same as 2 after `move_slot` moved whale-corp to the other shard.
+#   4. moved:    the same as 2 after `move_slot` moved whale-corp to the other shard and
+#                SETTLE seconds of unrecorded load (the source shard's aftermath).
 #
 # On one machine every container shares the same cores, so a busy shard would slow the
 # other one down as much as itself, which is not what separate shard servers do. Each shard
@@ -15,7 +16,7 @@
 #
 # Knobs (environment): RATE (requests/s, default 700), DURATION (default 30s), TENANTS
 # (default 100), PREFILL (bookmarks per tenant, default 20), SHARD_CPUS (default 0.2),
-# OUT. Not part of CI.
+# SETTLE (seconds, default 20; 0 measures right after the move), OUT. Not part of CI.
 # Offline machines: build the stand-ins first (scripts/build-offline-images.sh and
 # scripts/build-offline-app-image.sh); they are used when present.
 set -euo pipefail
