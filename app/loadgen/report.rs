@@ -255,38 +255,17 @@ impl Recorder {
         let whale = tenant < s.whale_count;
         s.total.add(ending, error, latency_us);
         let class = if whale { WHALES } else { OTHERS };
-        s.classes
-            .entry(class.to_owned())
-            .or_insert_with(Agg::new)
-            .add(ending, error, latency_us);
+        agg(&mut s.classes, class).add(ending, error, latency_us);
         if whale && s.whale_classes {
-            let name = &s.tenants[tenant].name;
-            match s.classes.get_mut(name.as_str()) {
-                Some(a) => a.add(ending, error, latency_us),
-                None => {
-                    let mut a = Agg::new();
-                    a.add(ending, error, latency_us);
-                    s.classes.insert(name.clone(), a);
-                }
-            }
+            agg(&mut s.classes, &s.tenants[tenant].name).add(ending, error, latency_us);
         }
         if ending != Ending::NotSent {
             // The tenant's home shard (where its prefill landed) when known, so that a
             // failed request without X-Shard still counts where its tenant lives.
             let home = s.tenants.get(tenant).and_then(|t| t.home_shard.as_deref());
             let key = format!("{class} on {}", home.unwrap_or(shard));
-            s.class_shards
-                .entry(key)
-                .or_insert_with(Agg::new)
-                .add(ending, error, latency_us);
-            match s.shards.get_mut(shard) {
-                Some(a) => a.add(ending, error, latency_us),
-                None => {
-                    let mut a = Agg::new();
-                    a.add(ending, error, latency_us);
-                    s.shards.insert(shard.to_owned(), a);
-                }
-            }
+            agg(&mut s.class_shards, &key).add(ending, error, latency_us);
+            agg(&mut s.shards, shard).add(ending, error, latency_us);
         }
         if let Some(t) = s.tenants.get_mut(tenant) {
             if ending == Ending::NotSent {
@@ -374,6 +353,15 @@ impl Recorder {
             series,
         }
     }
+}
+
+/// The aggregate kept under `key`, created empty the first time (the key is copied only
+/// then: this runs for every request).
+fn agg<'m>(map: &'m mut BTreeMap<String, Agg>, key: &str) -> &'m mut Agg {
+    if !map.contains_key(key) {
+        map.insert(key.to_owned(), Agg::new());
+    }
+    map.get_mut(key).expect("inserted above")
 }
 
 impl Stats {
