@@ -97,14 +97,12 @@ impl QueryFailure for StoreError {
     }
 }
 
-fn view(db: &ShardedDb, bookmark: &Bookmark) -> Json<serde_json::Value> {
-    Json(
-        serde_json::to_value(BookmarkView {
-            shard: db.shard(),
-            bookmark,
-        })
-        .unwrap_or_default(),
-    )
+fn view(db: &ShardedDb, bookmark: &Bookmark) -> Response {
+    Json(BookmarkView {
+        shard: db.shard(),
+        bookmark,
+    })
+    .into_response()
 }
 
 async fn create(
@@ -143,7 +141,7 @@ async fn show(
     ApiPath(id): ApiPath<Uuid>,
 ) -> Result<Response, ApiError> {
     match db.read(async |c| store::get(c, &tenant, id).await).await? {
-        Some(b) => Ok(view(&db, &b).into_response()),
+        Some(b) => Ok(view(&db, &b)),
         None => Err(ApiError::NotFound("no bookmark has that id")),
     }
 }
@@ -159,7 +157,7 @@ async fn update(
         .write(async |c| store::update(c, &tenant, id, &patch).await)
         .await?
     {
-        Some(b) => Ok(view(&db, &b).into_response()),
+        Some(b) => Ok(view(&db, &b)),
         None => Err(ApiError::NotFound("no bookmark has that id")),
     }
 }
