@@ -70,7 +70,7 @@ impl Default for ServeOptions {
 
 pub struct Application {
     listener: TcpListener,
-    router: axum::Router,
+    router: crate::web::HttpService,
     state: AppState,
     replica_check_interval: Duration,
     liveness_interval: Duration,
@@ -215,9 +215,12 @@ impl Application {
     ) -> std::io::Result<()> {
         let tasks = self.spawn_tasks();
         tracing::info!(addr = %self.local_addr(), instance = %self.state.instance_name, "serving");
-        let result = axum::serve(self.listener, self.router)
-            .with_graceful_shutdown(shutdown)
-            .await;
+        let result = axum::serve(
+            self.listener,
+            axum::ServiceExt::<axum::extract::Request>::into_make_service(self.router),
+        )
+        .with_graceful_shutdown(shutdown)
+        .await;
         tasks.iter().for_each(|t| t.abort());
         tracing::info!("stopped");
         result

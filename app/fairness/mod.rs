@@ -17,7 +17,7 @@ use axum::response::{IntoResponse, Response};
 
 use crate::tenancy;
 use crate::web::error::ApiError;
-use crate::web::extract::ServedByShard;
+use crate::web::extract::{RequestFacts, remember_tenant};
 use crate::web::state::AppState;
 use bulkhead::Bulkhead;
 use busiest::{Busiest, Outcome};
@@ -92,12 +92,13 @@ impl Fairness {
 /// answers 429) and records the outcome for the busiest-tenant summary. Requests without a
 /// valid tenant pass untouched; the handler answers them with its own 400.
 pub async fn guard(State(state): State<AppState>, request: Request, next: Next) -> Response {
-    let (parts, body) = request.into_parts();
-    let tenant = tenancy::resolve(&parts, &state.settings.tenancy.header);
-    let request = Request::from_parts(parts, body);
-    let Ok(tenant) = tenant else {
-        return next.run(request).await;
+    let (mut parts, body) = request.into_parts();
+    let Ok(tenant) = tenancy::resolve(&parts, &state.settings.tenancy.header) else {
+        // The handler's extractor answers with the precise error.
+        return next.run(Request::from_parts(parts, body)).await;
     };
+    remember_tenant(&mut parts.extensions, &tenant);
+    let mut request = Request::from_parts(parts, body);
     let fairness = &state.fairness;
     let started = Instant::now();
     let Some(permit) = fairness.bulkhead.try_enter(&tenant) else {
@@ -115,10 +116,10 @@ pub async fn guard(State(state): State<AppState>, request: Request, next: Next) 
         }
         .into_response();
     };
-    let served = request.extensions().get::<ServedByShard>().cloned();
+    let facts = RequestFacts::of(&mut request);
     let response = next.run(request).await;
     drop(permit);
-    let shard = served.as_ref().and_then(|s| s.0.get()).map(String::as_str);
+    let shard = facts.shard();
     fairness.busiest.record(
         &tenant,
         Outcome {

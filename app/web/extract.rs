@@ -2,13 +2,14 @@
 //! the body/query/path extractors whose rejections are API errors.
 //!
 //! Handlers name what they need and never compute a slot: the extractor resolves the tenant,
-//! routes it, checks out the right connection and records the serving shard for the
-//! `X-Shard` header, the metrics label and the request's tracing span.
+//! routes it, checks out the right connection and records the tenant and serving shard in
+//! the request's [`RequestFacts`] for the `X-Shard` header, the metrics and the access log.
 
 use std::marker::PhantomData;
 use std::sync::{Arc, OnceLock};
 
 use axum::extract::{Form, FromRequest, FromRequestParts, Json, Path, Query};
+use axum::http::Extensions;
 use axum::http::request::Parts;
 use diesel_async::{AsyncConnection, AsyncPgConnection};
 use futures::future::BoxFuture;
@@ -19,15 +20,52 @@ use crate::sharding::access::{Intent, ShardConn, ShardError, Shards};
 use crate::sharding::cross_shard::CrossShard;
 use crate::tenancy::{self, TenantId};
 
-/// Filled in by the extractors with the name of the shard that served the request.
+/// What the extractors learn while serving a request, kept for the layers around the router
+/// that log, count and label it once it is answered: its tenant and the shard that served
+/// it. Shared, because those layers have passed the request on by the time it is known.
 #[derive(Clone, Default)]
-pub struct ServedByShard(pub Arc<OnceLock<String>>);
+pub struct RequestFacts(Arc<Facts>);
+
+#[derive(Default)]
+struct Facts {
+    tenant: OnceLock<TenantId>,
+    shard: OnceLock<String>,
+}
+
+impl RequestFacts {
+    /// The request's facts, attached to it first if no outer layer has done so.
+    pub fn of(request: &mut axum::extract::Request) -> Self {
+        let extensions = request.extensions_mut();
+        if let Some(facts) = extensions.get::<Self>() {
+            return facts.clone();
+        }
+        let facts = Self::default();
+        extensions.insert(facts.clone());
+        facts
+    }
+
+    pub fn tenant(&self) -> Option<&TenantId> {
+        self.0.tenant.get()
+    }
+
+    pub fn shard(&self) -> Option<&str> {
+        self.0.shard.get().map(String::as_str)
+    }
+}
 
 fn record_shard(parts: &Parts, name: &str) {
-    if let Some(slot) = parts.extensions.get::<ServedByShard>() {
-        let _ = slot.0.set(name.to_owned());
+    if let Some(facts) = parts.extensions.get::<RequestFacts>() {
+        let _ = facts.0.shard.set(name.to_owned());
     }
-    tracing::Span::current().record("shard", name);
+}
+
+/// Keeps the tenant a request resolved to, so that later extractors need not resolve it
+/// again and the access log can name it.
+pub fn remember_tenant(extensions: &mut Extensions, tenant: &TenantId) {
+    if let Some(facts) = extensions.get::<RequestFacts>() {
+        let _ = facts.0.tenant.set(tenant.clone());
+    }
+    extensions.insert(Tenant(tenant.clone()));
 }
 
 /// The request's tenant.
@@ -42,8 +80,7 @@ impl FromRequestParts<AppState> for Tenant {
             return Ok(t.clone());
         }
         let tenant = tenancy::resolve(parts, &state.settings.tenancy.header)?;
-        tracing::Span::current().record("tenant", tenant.as_str());
-        parts.extensions.insert(Tenant(tenant.clone()));
+        remember_tenant(&mut parts.extensions, &tenant);
         Ok(Tenant(tenant))
     }
 }

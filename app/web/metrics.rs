@@ -15,7 +15,7 @@ use axum::response::{IntoResponse, Response};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use serde_json::{Value, json};
 
-use super::extract::ServedByShard;
+use super::extract::RequestFacts;
 use super::state::AppState;
 use crate::sharding::shard_set::PgPool;
 
@@ -64,12 +64,11 @@ pub async fn track(request: Request, next: Next) -> Response {
     let started = Instant::now();
     // A matched path shares its text: no copy per request.
     let route = request.extensions().get::<MatchedPath>().cloned();
-    let served = ServedByShard::default();
     let mut request = request;
-    request.extensions_mut().insert(served.clone());
+    let facts = RequestFacts::of(&mut request);
     let mut response = next.run(request).await;
     let route = route.as_ref().map_or("unmatched", MatchedPath::as_str);
-    let shard = served.0.get().map_or("none", String::as_str);
+    let shard = facts.shard().unwrap_or("none");
     let status = response.status().as_u16();
     RequestMetrics::with(route, status, shard, |m| {
         if let Some(value) = &m.shard_header {
