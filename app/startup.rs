@@ -149,9 +149,9 @@ impl Application {
         &self.state
     }
 
-    /// Starts what runs beside the requests: the replica and liveness monitors, the
-    /// metrics upkeep, the directory listener (with directory routing), and when enabled the reindexers and the
-    /// job worker. They run until aborted.
+    /// Starts what runs beside the requests: the replica and liveness monitors, the metrics
+    /// upkeep, the directory listener (with directory routing), and when enabled the
+    /// reindexers and the job worker. They run until aborted.
     fn spawn_tasks(&self) -> Vec<tokio::task::JoinHandle<()>> {
         let state = &self.state;
         let (set, replicas) = state.shards.shared();

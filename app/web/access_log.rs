@@ -5,8 +5,8 @@
 //! Server errors are logged at WARN and slow answers at INFO; every other answer only at
 //! DEBUG (`RUST_LOG=info,bookmarks_sharded::web::access_log=debug` shows them). In front of
 //! the replicas nginx already writes a line per request with tenant, shard and request id,
-//! and formatting and writing a second one cost the app about a fifth of its CPU per read
-//! (docs/load-testing.md).
+//! and formatting a second one cost the app about a sixth of its instructions per read, plus
+//! a `write` syscall (docs/load-testing.md).
 
 use std::time::{Duration, Instant};
 

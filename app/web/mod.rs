@@ -9,9 +9,8 @@ pub mod health;
 pub mod metrics;
 pub mod state;
 
-use std::time::Duration;
-
 use std::convert::Infallible;
+use std::time::Duration;
 
 use axum::Router;
 use axum::body::Body;
