@@ -17,6 +17,16 @@ use support::*;
 /// Directory routing on, with a short cache TTL so that deletes need only a short grace.
 const DIRECTORY: &str = "[sharding]\ndirectory_router = true\ndirectory_cache_ttl_ms = 1000\n";
 
+/// Fresh databases with directory routing. These tests run several moves (copies, fences,
+/// writers) at once on a small machine, so a new session may take longer than the usual
+/// test connect timeout; these tests are about moves, not about silent servers.
+async fn move_layout() -> Layout {
+    Layout {
+        connect_timeout_ms: 5000,
+        ..layout(DIRECTORY).await
+    }
+}
+
 /// The `move_slot` binary with a layout's topology as its config file.
 struct Tool {
     config: tempfile::NamedTempFile,
@@ -179,7 +189,7 @@ fn tenant(app: &TestApp, prefix: &str) -> (String, String, String) {
 
 #[tokio::test]
 async fn run_moves_a_tenant_with_its_ids_timestamps_and_tags_and_leaves_nothing_behind() {
-    let layout = layout(DIRECTORY).await;
+    let layout = move_layout().await;
     let app = spawn(&layout, "mover").await;
     let tool = Tool::new(&layout);
     let (t, home, away) = tenant(&app, "whole");
@@ -387,7 +397,7 @@ async fn reader(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_online_move_under_load_loses_no_acknowledged_write_and_spares_the_co_tenant() {
-    let layout = layout(DIRECTORY).await;
+    let layout = move_layout().await;
     let apps = Arc::new(vec![
         spawn(&layout, "web1").await,
         spawn(&layout, "web2").await,
@@ -507,7 +517,7 @@ async fn an_online_move_under_load_loses_no_acknowledged_write_and_spares_the_co
 
 #[tokio::test]
 async fn killed_moves_resume_to_the_end_from_every_step() {
-    let layout = layout(DIRECTORY).await;
+    let layout = move_layout().await;
     let app = spawn(&layout, "resume").await;
     let tool = Tool::new(&layout);
     for (point, state) in [
@@ -527,10 +537,13 @@ async fn killed_moves_resume_to_the_end_from_every_step() {
             .send()
             .await
             .unwrap();
+        let status = write.status();
+        let retry_after = write.headers().contains_key("retry-after");
+        let body: Value = write.json().await.unwrap_or_default();
         match point {
             // Capture is on: the write lands on the source and is copied on resume.
             "during-copy" => {
-                assert_eq!(write.status(), 201);
+                assert_eq!(status, 201, "{point}: {body}");
                 assert_eq!(
                     count(&layout, &away, &t).await,
                     0,
@@ -539,15 +552,13 @@ async fn killed_moves_resume_to_the_end_from_every_step() {
             }
             // Fenced and nobody is running the move: writes wait for resume (or abort).
             "after-fence" => {
-                assert_eq!(write.status(), 503);
-                assert!(write.headers().contains_key("retry-after"));
-                let body: Value = write.json().await.unwrap();
+                assert_eq!(status, 503, "{point}: {body}");
+                assert!(retry_after);
                 assert_eq!(body["error"]["code"], "tenant_moving");
             }
             // Re-pinned: the destination serves writes.
             _ => {
-                assert_eq!(write.status(), 201);
-                let body: Value = write.json().await.unwrap();
+                assert_eq!(status, 201, "{point}: {body}");
                 assert_eq!(body["shard"], away.as_str());
             }
         }
@@ -567,7 +578,7 @@ async fn killed_moves_resume_to_the_end_from_every_step() {
 
 #[tokio::test]
 async fn abort_returns_killed_moves_to_before_and_is_refused_once_the_destination_took_writes() {
-    let layout = layout(DIRECTORY).await;
+    let layout = move_layout().await;
     let app = spawn(&layout, "abort").await;
     let tool = Tool::new(&layout);
     for point in ["during-copy", "after-fence", "after-repin"] {
@@ -656,7 +667,7 @@ async fn abort_returns_killed_moves_to_before_and_is_refused_once_the_destinatio
 
 #[tokio::test]
 async fn a_checksum_mismatch_aborts_the_move_and_deletes_nothing_from_the_source() {
-    let layout = layout(DIRECTORY).await;
+    let layout = move_layout().await;
     let app = spawn(&layout, "mismatch").await;
     let tool = Tool::new(&layout);
     let (t, home, away) = tenant(&app, "tampered");
@@ -699,7 +710,7 @@ async fn a_checksum_mismatch_aborts_the_move_and_deletes_nothing_from_the_source
 
 #[tokio::test]
 async fn a_slot_moves_all_its_tenants_with_rows_and_only_then_suggests_the_slot_map_change() {
-    let layout = layout(DIRECTORY).await;
+    let layout = move_layout().await;
     let app = spawn(&layout, "slot").await;
     let tool = Tool::new(&layout);
     // Two tenants sharing a hash slot.
@@ -765,7 +776,7 @@ async fn a_slot_moves_all_its_tenants_with_rows_and_only_then_suggests_the_slot_
 
 #[tokio::test]
 async fn steps_refuse_to_run_out_of_order_and_a_tenant_is_in_one_move_at_a_time() {
-    let layout = layout(DIRECTORY).await;
+    let layout = move_layout().await;
     let app = spawn(&layout, "order").await;
     let tool = Tool::new(&layout);
     let (t, home, away) = tenant(&app, "ordered");
@@ -867,7 +878,7 @@ async fn steps_refuse_to_run_out_of_order_and_a_tenant_is_in_one_move_at_a_time(
 #[tokio::test]
 async fn a_replica_still_routing_to_the_source_after_the_re_pin_is_refused_there_and_writes_nothing()
  {
-    let layout = layout(DIRECTORY).await;
+    let layout = move_layout().await;
     let app = spawn(&layout, "current").await;
     // A replica whose directory never hears of the move: its control database is another.
     let stale_control = format!("{}_stale", layout.control.1);

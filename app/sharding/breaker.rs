@@ -3,8 +3,8 @@
 //! at once instead of each paying a connect or query timeout of its own.
 //!
 //! A breaker opens on evidence that the *server* is silent, not merely slow: a connect that
-//! failed or timed out, a pooled connection whose liveness check went unanswered, a
-//! statement that passed its deadline while the server answered nothing else either, or
+//! failed, a connect or pooled connection check that timed out while the server answered
+//! nothing else either, a statement that passed its deadline in the same silence, or
 //! the background liveness check failing (a refused connection at once, a timeout twice in
 //! a row with no other answer meanwhile). While it is open, one recovery task at a time
 //! tries a fresh connection every [`RECOVERY_EVERY`]; the first that answers `SELECT 1`
@@ -194,13 +194,21 @@ impl Breaker {
     }
 
     /// Checks a connection out of `pool`, this breaker's server's pool, opening the breaker
-    /// when the failure says the server is unreachable.
+    /// when the failure says the server is unreachable. A refused connection is enough; a
+    /// timed-out one only when the server answered nothing else meanwhile, because a server
+    /// under heavy load can take longer than the connect timeout to start a session while
+    /// it still serves everyone already connected.
     pub async fn checkout(self: &Arc<Self>, pool: &PgPool) -> Result<PgConn, CheckoutError> {
+        let began = Instant::now();
         let outcome = pool.get().await;
         if let Err(e) = &outcome
-            && let Some(reason) = unreachable(e)
+            && let Some(miss) = unreachable(e)
         {
-            self.trip(reason);
+            match miss {
+                Miss::Failed(reason) => self.trip(reason),
+                Miss::TimedOut(_) if self.answered_since(began) => {}
+                Miss::TimedOut(reason) => self.trip(reason),
+            }
         }
         outcome
     }
@@ -295,13 +303,15 @@ impl Breaker {
 
 /// Whether a failed checkout says the server itself is unreachable (as opposed to the pool
 /// being busy): a connect that failed or timed out, or a pooled connection whose check went
-/// unanswered. Returns the reason to trip with.
-fn unreachable(e: &CheckoutError) -> Option<&'static str> {
+/// unanswered.
+fn unreachable(e: &CheckoutError) -> Option<Miss> {
     use deadpool::managed::{PoolError, TimeoutType};
     match e {
-        PoolError::Timeout(TimeoutType::Create) => Some("connect timed out"),
-        PoolError::Timeout(TimeoutType::Recycle) => Some("pooled connection check timed out"),
-        PoolError::Backend(_) => Some("connect failed"),
+        PoolError::Timeout(TimeoutType::Create) => Some(Miss::TimedOut("connect timed out")),
+        PoolError::Timeout(TimeoutType::Recycle) => {
+            Some(Miss::TimedOut("pooled connection check timed out"))
+        }
+        PoolError::Backend(_) => Some(Miss::Failed("connect failed")),
         _ => None,
     }
 }

@@ -271,6 +271,7 @@ pub async fn split_servers(prefix: &str) -> (Server, Server, Layout) {
             ("shard1".to_owned(), doomed.port, "shard1".to_owned(), None),
         ],
         extra: String::new(),
+        connect_timeout_ms: CONNECT_TIMEOUT_MS,
     };
     (main, doomed, layout)
 }
@@ -296,6 +297,7 @@ pub async fn layout(extra: &str) -> Layout {
             ("shard1".to_owned(), c.shard1, shard, None),
         ],
         extra: extra.to_owned(),
+        connect_timeout_ms: CONNECT_TIMEOUT_MS,
     }
 }
 
@@ -306,13 +308,21 @@ pub struct Layout {
     /// (name, primary port, database, optional replica port)
     pub shards: Vec<(String, u16, String, Option<u16>)>,
     pub extra: String,
+    /// Short, so that tests of silent servers stay quick; tests that load the machine
+    /// heavily raise it, since a connect may then legitimately take longer.
+    pub connect_timeout_ms: u64,
 }
+
+/// The connect timeout of a test layout unless a test raises it.
+pub const CONNECT_TIMEOUT_MS: u64 = 1500;
 
 impl Layout {
     pub fn toml(&self) -> String {
         let mut t = format!(
-            "[database]\nprimary_url = \"{}\"\nconnect_timeout_ms = 1500\nacquire_timeout_ms = 2000\n{}\n",
+            "[database]\nprimary_url = \"{}\"\nconnect_timeout_ms = {}\nacquire_timeout_ms = {}\n{}\n",
             url(self.control.0, &self.control.1),
+            self.connect_timeout_ms,
+            self.connect_timeout_ms + 500,
             self.extra
         );
         for (name, port, db, replica) in &self.shards {
