@@ -7,13 +7,16 @@ pub mod advice;
 pub mod bulkhead;
 pub mod busiest;
 
+use std::convert::Infallible;
 use std::fmt::Write as _;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Instant;
 
-use axum::extract::{Request, State};
-use axum::middleware::Next;
+use axum::extract::Request;
 use axum::response::{IntoResponse, Response};
+use futures::future::BoxFuture;
+use tower::{Layer, Service};
 
 use crate::tenancy;
 use crate::web::error::ApiError;
@@ -88,45 +91,91 @@ impl Fairness {
     }
 }
 
-/// Middleware on the tenant routes: admits the request through its tenant's bulkhead (or
-/// answers 429) and records the outcome for the busiest-tenant summary. Requests without a
-/// valid tenant pass untouched; the handler answers them with its own 400.
-pub async fn guard(State(state): State<AppState>, request: Request, next: Next) -> Response {
-    let (mut parts, body) = request.into_parts();
-    let Ok(tenant) = tenancy::resolve(&parts, &state.settings.tenancy.header) else {
-        // The handler's extractor answers with the precise error.
-        return next.run(Request::from_parts(parts, body)).await;
-    };
-    remember_tenant(&mut parts.extensions, &tenant);
-    let mut request = Request::from_parts(parts, body);
-    let fairness = &state.fairness;
-    let started = Instant::now();
-    let Some(permit) = fairness.bulkhead.try_enter(&tenant) else {
-        metrics::counter!("tenant_bulkhead_rejections_total").increment(1);
-        fairness.busiest.record(
-            &tenant,
-            Outcome {
-                shard: None,
-                latency: started.elapsed(),
-                rejected: true,
-            },
-        );
-        return ApiError::TenantBusy {
-            limit: fairness.bulkhead.limit(),
+/// Wraps the tenant routes: admits each request through its tenant's bulkhead (or answers
+/// 429) and records the outcome for the busiest-tenant summary. Requests without a valid
+/// tenant pass untouched; the handler answers them with its own 400. A service of its own
+/// rather than `middleware::from_fn`, which clones and boxes the route's stack per request.
+#[derive(Clone)]
+pub struct GuardLayer {
+    state: AppState,
+}
+
+impl GuardLayer {
+    pub fn new(state: AppState) -> Self {
+        Self { state }
+    }
+}
+
+impl<S> Layer<S> for GuardLayer {
+    type Service = Guard<S>;
+
+    fn layer(&self, inner: S) -> Guard<S> {
+        Guard {
+            inner,
+            state: self.state.clone(),
         }
-        .into_response();
-    };
-    let facts = RequestFacts::of(&mut request);
-    let response = next.run(request).await;
-    drop(permit);
-    let shard = facts.shard();
-    fairness.busiest.record(
-        &tenant,
-        Outcome {
-            shard,
-            latency: started.elapsed(),
-            rejected: false,
-        },
-    );
-    response
+    }
+}
+
+#[derive(Clone)]
+pub struct Guard<S> {
+    inner: S,
+    state: AppState,
+}
+
+impl<S> Service<Request> for Guard<S>
+where
+    S: Service<Request, Response = Response, Error = Infallible>,
+    S::Future: Send + 'static,
+{
+    type Response = Response;
+    type Error = Infallible;
+    type Future = BoxFuture<'static, Result<Response, Infallible>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request) -> Self::Future {
+        let (mut parts, body) = request.into_parts();
+        let Ok(tenant) = tenancy::resolve(&parts, &self.state.settings.tenancy.header) else {
+            // The handler's extractor answers with the precise error.
+            return Box::pin(self.inner.call(Request::from_parts(parts, body)));
+        };
+        remember_tenant(&mut parts.extensions, &tenant);
+        let mut request = Request::from_parts(parts, body);
+        let fairness = &self.state.fairness;
+        let started = Instant::now();
+        let Some(permit) = fairness.bulkhead.try_enter(&tenant) else {
+            metrics::counter!("tenant_bulkhead_rejections_total").increment(1);
+            fairness.busiest.record(
+                &tenant,
+                Outcome {
+                    shard: None,
+                    latency: started.elapsed(),
+                    rejected: true,
+                },
+            );
+            let busy = ApiError::TenantBusy {
+                limit: fairness.bulkhead.limit(),
+            };
+            return Box::pin(std::future::ready(Ok(busy.into_response())));
+        };
+        let facts = RequestFacts::of(&mut request);
+        let answer = self.inner.call(request);
+        let state = self.state.clone();
+        Box::pin(async move {
+            let answer = answer.await;
+            drop(permit);
+            state.fairness.busiest.record(
+                &tenant,
+                Outcome {
+                    shard: facts.shard(),
+                    latency: started.elapsed(),
+                    rejected: false,
+                },
+            );
+            answer
+        })
+    }
 }

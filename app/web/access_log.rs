@@ -8,11 +8,14 @@
 //! and formatting a second one cost the app about a sixth of its instructions per read, plus
 //! a `write` syscall (docs/load-testing.md).
 
+use std::convert::Infallible;
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use axum::extract::Request;
-use axum::middleware::Next;
 use axum::response::Response;
+use futures::future::BoxFuture;
+use tower::{Layer, Service};
 use tracing::{Instrument, Level};
 
 use super::REQUEST_ID;
@@ -21,45 +24,80 @@ use super::extract::RequestFacts;
 /// Answers at least this slow are logged at INFO.
 pub const SLOW: Duration = Duration::from_millis(500);
 
-pub async fn access_log(mut request: Request, next: Next) -> Response {
-    let started = Instant::now();
-    let facts = RequestFacts::of(&mut request);
-    // Cheap clones: a standard method is a constant and a URI shares its buffer.
-    let method = request.method().clone();
-    let uri = request.uri().clone();
-    let id = request
-        .headers()
-        .get(REQUEST_ID)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("-");
-    let span = tracing::info_span!("request", request_id = %id);
-    let response = next.run(request).instrument(span.clone()).await;
-    let _serving = span.enter();
-    let latency = started.elapsed();
-    let status = response.status();
-    // One callsite per level: a tracing callsite's level is fixed.
-    macro_rules! answered {
-        ($level:expr, $message:literal) => {
-            tracing::event!(
-                $level,
-                method = %method,
-                path = %uri.path(),
-                status = status.as_u16(),
-                latency_us = u64::try_from(latency.as_micros()).unwrap_or(u64::MAX),
-                tenant = facts.tenant().map(tracing::field::display),
-                shard = facts.shard().map(tracing::field::display),
-                $message,
-            )
-        };
+/// Wraps a service in the access log. Written out as a service rather than with
+/// `middleware::from_fn`, which clones and boxes the inner stack on every request.
+#[derive(Clone, Copy, Default)]
+pub struct AccessLogLayer;
+
+impl<S> Layer<S> for AccessLogLayer {
+    type Service = AccessLog<S>;
+
+    fn layer(&self, inner: S) -> AccessLog<S> {
+        AccessLog { inner }
     }
-    if status.is_server_error() {
-        answered!(Level::WARN, "failed");
-    } else if latency >= SLOW {
-        answered!(Level::INFO, "slow");
-    } else {
-        answered!(Level::DEBUG, "answered");
+}
+
+#[derive(Clone)]
+pub struct AccessLog<S> {
+    inner: S,
+}
+
+impl<S> Service<Request> for AccessLog<S>
+where
+    S: Service<Request, Response = Response, Error = Infallible>,
+    S::Future: Send + 'static,
+{
+    type Response = Response;
+    type Error = Infallible;
+    type Future = BoxFuture<'static, Result<Response, Infallible>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        self.inner.poll_ready(cx)
     }
-    response
+
+    fn call(&mut self, mut request: Request) -> Self::Future {
+        let started = Instant::now();
+        let facts = RequestFacts::of(&mut request);
+        // Cheap clones: a standard method is a constant and a URI shares its buffer.
+        let method = request.method().clone();
+        let uri = request.uri().clone();
+        let id = request
+            .headers()
+            .get(REQUEST_ID)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("-");
+        let span = tracing::info_span!("request", request_id = %id);
+        let answer = span.in_scope(|| self.inner.call(request));
+        Box::pin(async move {
+            let Ok(response) = answer.instrument(span.clone()).await;
+            let _serving = span.enter();
+            let latency = started.elapsed();
+            let status = response.status();
+            // One callsite per level: a tracing callsite's level is fixed.
+            macro_rules! answered {
+                ($level:expr, $message:literal) => {
+                    tracing::event!(
+                        $level,
+                        method = %method,
+                        path = %uri.path(),
+                        status = status.as_u16(),
+                        latency_us = u64::try_from(latency.as_micros()).unwrap_or(u64::MAX),
+                        tenant = facts.tenant().map(tracing::field::display),
+                        shard = facts.shard().map(tracing::field::display),
+                        $message,
+                    )
+                };
+            }
+            if status.is_server_error() {
+                answered!(Level::WARN, "failed");
+            } else if latency >= SLOW {
+                answered!(Level::INFO, "slow");
+            } else {
+                answered!(Level::DEBUG, "answered");
+            }
+            Ok(response)
+        })
+    }
 }
 
 #[cfg(test)]
@@ -102,7 +140,7 @@ mod tests {
                     "late"
                 }),
             )
-            .layer(axum::middleware::from_fn(access_log));
+            .layer(AccessLogLayer);
         let captured = Captured::default();
         let writer = captured.clone();
         let subscriber = tracing_subscriber::fmt()

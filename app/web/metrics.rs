@@ -4,16 +4,19 @@
 
 use std::cell::RefCell;
 use std::collections::HashMap;
+use std::convert::Infallible;
 use std::sync::OnceLock;
+use std::task::{Context, Poll};
 use std::time::Instant;
 
 use axum::Json;
 use axum::extract::{MatchedPath, Request, State};
 use axum::http::HeaderValue;
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use futures::future::BoxFuture;
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use serde_json::{Value, json};
+use tower::{Layer, Service};
 
 use super::extract::RequestFacts;
 use super::state::AppState;
@@ -60,24 +63,58 @@ pub fn spawn_upkeep(handle: PrometheusHandle) -> tokio::task::JoinHandle<()> {
 }
 
 /// Times each request and records route, status and serving shard; sets `X-Shard`.
-pub async fn track(request: Request, next: Next) -> Response {
-    let started = Instant::now();
-    // A matched path shares its text: no copy per request.
-    let route = request.extensions().get::<MatchedPath>().cloned();
-    let mut request = request;
-    let facts = RequestFacts::of(&mut request);
-    let mut response = next.run(request).await;
-    let route = route.as_ref().map_or("unmatched", MatchedPath::as_str);
-    let shard = facts.shard().unwrap_or("none");
-    let status = response.status().as_u16();
-    RequestMetrics::with(route, status, shard, |m| {
-        if let Some(value) = &m.shard_header {
-            response.headers_mut().insert("x-shard", value.clone());
-        }
-        m.requests.increment(1);
-        m.duration.record(started.elapsed().as_secs_f64());
-    });
-    response
+/// Layered onto the router (it needs the matched route), so it is a service of its own:
+/// `middleware::from_fn` would clone and box the route's stack on every request.
+#[derive(Clone, Copy, Default)]
+pub struct TrackLayer;
+
+impl<S> Layer<S> for TrackLayer {
+    type Service = Track<S>;
+
+    fn layer(&self, inner: S) -> Track<S> {
+        Track { inner }
+    }
+}
+
+#[derive(Clone)]
+pub struct Track<S> {
+    inner: S,
+}
+
+impl<S> Service<Request> for Track<S>
+where
+    S: Service<Request, Response = Response, Error = Infallible>,
+    S::Future: Send + 'static,
+{
+    type Response = Response;
+    type Error = Infallible;
+    type Future = BoxFuture<'static, Result<Response, Infallible>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, mut request: Request) -> Self::Future {
+        let started = Instant::now();
+        // A matched path shares its text: no copy per request.
+        let route = request.extensions().get::<MatchedPath>().cloned();
+        let facts = RequestFacts::of(&mut request);
+        let answer = self.inner.call(request);
+        Box::pin(async move {
+            let Ok(mut response) = answer.await;
+            let route = route.as_ref().map_or("unmatched", MatchedPath::as_str);
+            let shard = facts.shard().unwrap_or("none");
+            let status = response.status().as_u16();
+            RequestMetrics::with(route, status, shard, |m| {
+                if let Some(value) = &m.shard_header {
+                    response.headers_mut().insert("x-shard", value.clone());
+                }
+                m.requests.increment(1);
+                m.duration.record(started.elapsed().as_secs_f64());
+            });
+            Ok(response)
+        })
+    }
 }
 
 /// The registry handles of one (route, status, shard) label set, and its `X-Shard` value.

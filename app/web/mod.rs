@@ -5,6 +5,7 @@ pub mod access_log;
 pub mod csrf;
 pub mod error;
 pub mod extract;
+pub mod fallbacks;
 pub mod health;
 pub mod metrics;
 pub mod state;
@@ -15,10 +16,8 @@ use std::time::Duration;
 use axum::Router;
 use axum::body::Body;
 use axum::extract::DefaultBodyLimit;
-use axum::extract::State;
-use axum::http::{HeaderName, HeaderValue, Request, StatusCode, header};
-use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
+use axum::http::{HeaderName, HeaderValue, Request};
+use axum::response::Response;
 use axum::routing::get;
 use tower::ServiceBuilder;
 use tower::util::BoxCloneSyncService;
@@ -42,6 +41,8 @@ pub type HttpService = BoxCloneSyncService<Request<Body>, Response, Infallible>;
 /// layered onto the router, which wraps each route separately; the rest wraps the router
 /// once. Per-route layering clones every layer's service for every request, and the full
 /// stack applied per route cost about 10 % of a request's CPU in clones and allocations.
+/// The layers of the request path are written as services, not with `middleware::from_fn`,
+/// which clones and boxes the inner stack per request (docs/load-testing.md has figures).
 pub fn router(state: AppState, request_timeout: Duration) -> HttpService {
     let served_by = HeaderValue::from_str(&state.instance_name)
         .unwrap_or_else(|_| HeaderValue::from_static("invalid-instance-name"));
@@ -52,10 +53,7 @@ pub fn router(state: AppState, request_timeout: Duration) -> HttpService {
     // The tenant's own routes pass its bulkhead; admin, health and metrics do not.
     let tenant_routes = bookmarks::api::routes()
         .merge(bookmarks::ui::routes())
-        .route_layer(axum::middleware::from_fn_with_state(
-            state.clone(),
-            crate::fairness::guard,
-        ));
+        .route_layer(crate::fairness::GuardLayer::new(state.clone()));
     let routes = app
         .merge(tenant_routes)
         .route("/api/stats", get(bookmarks::stats::stats))
@@ -65,57 +63,18 @@ pub fn router(state: AppState, request_timeout: Duration) -> HttpService {
         .route("/metrics", get(metrics::prometheus))
         .route("/actuator/metrics", get(metrics::actuator))
         .fallback(|| async { error::ApiError::NotFound("no such route") })
-        .layer(axum::middleware::from_fn(metrics::track))
+        .layer(metrics::TrackLayer)
         .with_state(state);
     let stack = ServiceBuilder::new()
         .layer(SetRequestIdLayer::new(REQUEST_ID, MakeRequestUuid))
-        .layer(axum::middleware::from_fn(access_log::access_log))
+        .layer(access_log::AccessLogLayer)
         .layer(PropagateRequestIdLayer::new(REQUEST_ID))
         .layer(SetResponseHeaderLayer::overriding(
             HeaderName::from_static("x-served-by"),
             served_by,
         ))
-        .layer(axum::middleware::from_fn_with_state(
-            request_timeout,
-            json_fallbacks,
-        ))
+        .layer(fallbacks::JsonFallbacksLayer { request_timeout })
         .layer(DefaultBodyLimit::max(BODY_LIMIT_BYTES))
         .service(routes);
     HttpService::new(stack)
-}
-
-/// Bounds every request by `request_timeout` and gives the two answers the framework would
-/// otherwise send with an empty body, a timeout and a wrong method, the API's JSON error
-/// format (keeping the `Allow` header of a 405).
-async fn json_fallbacks(
-    State(request_timeout): State<Duration>,
-    req: axum::extract::Request,
-    next: Next,
-) -> Response {
-    // Cheap clones (a standard method is a constant, a URI shares its buffer): the text is
-    // only built for the rare answers below, not on every request.
-    let method = req.method().clone();
-    let uri = req.uri().clone();
-    let response = match tokio::time::timeout(request_timeout, next.run(req)).await {
-        Ok(response) => response,
-        Err(_) => {
-            tracing::warn!(%method, path = uri.path(), "request timed out");
-            return error::ApiError::RequestTimeout(request_timeout).into_response();
-        }
-    };
-    if response.status() != StatusCode::METHOD_NOT_ALLOWED
-        || response.headers().contains_key(header::CONTENT_TYPE)
-    {
-        return response;
-    }
-    let allow = response.headers().get(header::ALLOW).cloned();
-    let mut json = error::ApiError::MethodNotAllowed {
-        method: method.to_string(),
-        path: uri.path().to_owned(),
-    }
-    .into_response();
-    if let Some(allow) = allow {
-        json.headers_mut().insert(header::ALLOW, allow);
-    }
-    json
 }

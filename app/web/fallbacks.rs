@@ -1,0 +1,86 @@
+//! The request timeout, and the API's JSON error body for the two answers the framework
+//! would otherwise send empty: a request that ran out of time and a wrong method (keeping
+//! the `Allow` header of the 405).
+
+use std::convert::Infallible;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use axum::extract::Request;
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use futures::future::BoxFuture;
+use tower::{Layer, Service};
+
+use super::error::ApiError;
+
+/// Bounds every request by `request_timeout`. A service of its own rather than
+/// `middleware::from_fn`, which clones and boxes the inner stack on every request.
+#[derive(Clone, Copy)]
+pub struct JsonFallbacksLayer {
+    pub request_timeout: Duration,
+}
+
+impl<S> Layer<S> for JsonFallbacksLayer {
+    type Service = JsonFallbacks<S>;
+
+    fn layer(&self, inner: S) -> JsonFallbacks<S> {
+        JsonFallbacks {
+            inner,
+            request_timeout: self.request_timeout,
+        }
+    }
+}
+
+#[derive(Clone)]
+pub struct JsonFallbacks<S> {
+    inner: S,
+    request_timeout: Duration,
+}
+
+impl<S> Service<Request> for JsonFallbacks<S>
+where
+    S: Service<Request, Response = Response, Error = Infallible>,
+    S::Future: Send + 'static,
+{
+    type Response = Response;
+    type Error = Infallible;
+    type Future = BoxFuture<'static, Result<Response, Infallible>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request) -> Self::Future {
+        // Cheap clones (a standard method is a constant, a URI shares its buffer): the text
+        // is only built for the rare answers below, not on every request.
+        let method = request.method().clone();
+        let uri = request.uri().clone();
+        let request_timeout = self.request_timeout;
+        let answer = tokio::time::timeout(request_timeout, self.inner.call(request));
+        Box::pin(async move {
+            let response = match answer.await {
+                Ok(Ok(response)) => response,
+                Err(_) => {
+                    tracing::warn!(%method, path = uri.path(), "request timed out");
+                    return Ok(ApiError::RequestTimeout(request_timeout).into_response());
+                }
+            };
+            if response.status() != StatusCode::METHOD_NOT_ALLOWED
+                || response.headers().contains_key(header::CONTENT_TYPE)
+            {
+                return Ok(response);
+            }
+            let allow = response.headers().get(header::ALLOW).cloned();
+            let mut json = ApiError::MethodNotAllowed {
+                method: method.to_string(),
+                path: uri.path().to_owned(),
+            }
+            .into_response();
+            if let Some(allow) = allow {
+                json.headers_mut().insert(header::ALLOW, allow);
+            }
+            Ok(json)
+        })
+    }
+}
