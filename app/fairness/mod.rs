@@ -10,15 +10,14 @@ pub mod busiest;
 use std::convert::Infallible;
 use std::fmt::Write as _;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 use std::time::Instant;
 
 use axum::extract::Request;
 use axum::response::{IntoResponse, Response};
-use futures::future::BoxFuture;
-use tower::{Layer, Service};
+use tower::Service;
 
 use crate::tenancy;
+use crate::web::around::{Answer, Around};
 use crate::web::error::ApiError;
 use crate::web::extract::{RequestFacts, remember_tenant};
 use crate::web::state::AppState;
@@ -93,54 +92,29 @@ impl Fairness {
 
 /// Wraps the tenant routes: admits each request through its tenant's bulkhead (or answers
 /// 429) and records the outcome for the busiest-tenant summary. Requests without a valid
-/// tenant pass untouched; the handler answers them with its own 400. A service of its own
-/// rather than `middleware::from_fn`, which clones and boxes the route's stack per request.
+/// tenant pass untouched; the handler answers them with its own 400.
+/// As a layer: `AroundLayer(Guard::new(state))`.
 #[derive(Clone)]
-pub struct GuardLayer {
+pub struct Guard {
     state: AppState,
 }
 
-impl GuardLayer {
+impl Guard {
     pub fn new(state: AppState) -> Self {
         Self { state }
     }
 }
 
-impl<S> Layer<S> for GuardLayer {
-    type Service = Guard<S>;
-
-    fn layer(&self, inner: S) -> Guard<S> {
-        Guard {
-            inner,
-            state: self.state.clone(),
-        }
-    }
-}
-
-#[derive(Clone)]
-pub struct Guard<S> {
-    inner: S,
-    state: AppState,
-}
-
-impl<S> Service<Request> for Guard<S>
-where
-    S: Service<Request, Response = Response, Error = Infallible>,
-    S::Future: Send + 'static,
-{
-    type Response = Response;
-    type Error = Infallible;
-    type Future = BoxFuture<'static, Result<Response, Infallible>>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, request: Request) -> Self::Future {
+impl Around for Guard {
+    fn around<S>(&self, inner: &mut S, request: Request) -> Answer
+    where
+        S: Service<Request, Response = Response, Error = Infallible>,
+        S::Future: Send + 'static,
+    {
         let (mut parts, body) = request.into_parts();
         let Ok(tenant) = tenancy::resolve(&parts, &self.state.settings.tenancy.header) else {
             // The handler's extractor answers with the precise error.
-            return Box::pin(self.inner.call(Request::from_parts(parts, body)));
+            return Box::pin(inner.call(Request::from_parts(parts, body)));
         };
         remember_tenant(&mut parts.extensions, &tenant);
         let mut request = Request::from_parts(parts, body);
@@ -162,7 +136,7 @@ where
             return Box::pin(std::future::ready(Ok(busy.into_response())));
         };
         let facts = RequestFacts::of(&mut request);
-        let answer = self.inner.call(request);
+        let answer = inner.call(request);
         let state = self.state.clone();
         Box::pin(async move {
             let answer = answer.await;

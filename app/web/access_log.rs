@@ -9,53 +9,30 @@
 //! a `write` syscall (docs/load-testing.md).
 
 use std::convert::Infallible;
-use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use axum::extract::Request;
 use axum::response::Response;
-use futures::future::BoxFuture;
-use tower::{Layer, Service};
+use tower::Service;
 use tracing::{Instrument, Level};
 
 use super::REQUEST_ID;
+use super::around::{Answer, Around};
 use super::extract::RequestFacts;
 
 /// Answers at least this slow are logged at INFO.
 pub const SLOW: Duration = Duration::from_millis(500);
 
-/// Wraps a service in the access log. Written out as a service rather than with
-/// `middleware::from_fn`, which clones and boxes the inner stack on every request.
+/// The access log, as a layer: `AroundLayer(AccessLog)`.
 #[derive(Clone, Copy, Default)]
-pub struct AccessLogLayer;
+pub struct AccessLog;
 
-impl<S> Layer<S> for AccessLogLayer {
-    type Service = AccessLog<S>;
-
-    fn layer(&self, inner: S) -> AccessLog<S> {
-        AccessLog { inner }
-    }
-}
-
-#[derive(Clone)]
-pub struct AccessLog<S> {
-    inner: S,
-}
-
-impl<S> Service<Request> for AccessLog<S>
-where
-    S: Service<Request, Response = Response, Error = Infallible>,
-    S::Future: Send + 'static,
-{
-    type Response = Response;
-    type Error = Infallible;
-    type Future = BoxFuture<'static, Result<Response, Infallible>>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, mut request: Request) -> Self::Future {
+impl Around for AccessLog {
+    fn around<S>(&self, inner: &mut S, mut request: Request) -> Answer
+    where
+        S: Service<Request, Response = Response, Error = Infallible>,
+        S::Future: Send + 'static,
+    {
         let started = Instant::now();
         let facts = RequestFacts::of(&mut request);
         // Cheap clones: a standard method is a constant and a URI shares its buffer.
@@ -67,7 +44,7 @@ where
             .and_then(|v| v.to_str().ok())
             .unwrap_or("-");
         let span = tracing::info_span!("request", request_id = %id);
-        let answer = span.in_scope(|| self.inner.call(request));
+        let answer = span.in_scope(|| inner.call(request));
         Box::pin(async move {
             let Ok(response) = answer.instrument(span.clone()).await;
             let _serving = span.enter();
@@ -140,7 +117,7 @@ mod tests {
                     "late"
                 }),
             )
-            .layer(AccessLogLayer);
+            .layer(crate::web::around::AroundLayer(AccessLog));
         let captured = Captured::default();
         let writer = captured.clone();
         let subscriber = tracing_subscriber::fmt()

@@ -3,61 +3,34 @@
 //! the `Allow` header of the 405).
 
 use std::convert::Infallible;
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::extract::Request;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use futures::future::BoxFuture;
-use tower::{Layer, Service};
+use tower::Service;
 
+use super::around::{Answer, Around};
 use super::error::ApiError;
 
-/// Bounds every request by `request_timeout`. A service of its own rather than
-/// `middleware::from_fn`, which clones and boxes the inner stack on every request.
+/// Bounds every request by `request_timeout`; as a layer, `AroundLayer(JsonFallbacks {…})`.
 #[derive(Clone, Copy)]
-pub struct JsonFallbacksLayer {
+pub struct JsonFallbacks {
     pub request_timeout: Duration,
 }
 
-impl<S> Layer<S> for JsonFallbacksLayer {
-    type Service = JsonFallbacks<S>;
-
-    fn layer(&self, inner: S) -> JsonFallbacks<S> {
-        JsonFallbacks {
-            inner,
-            request_timeout: self.request_timeout,
-        }
-    }
-}
-
-#[derive(Clone)]
-pub struct JsonFallbacks<S> {
-    inner: S,
-    request_timeout: Duration,
-}
-
-impl<S> Service<Request> for JsonFallbacks<S>
-where
-    S: Service<Request, Response = Response, Error = Infallible>,
-    S::Future: Send + 'static,
-{
-    type Response = Response;
-    type Error = Infallible;
-    type Future = BoxFuture<'static, Result<Response, Infallible>>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, request: Request) -> Self::Future {
+impl Around for JsonFallbacks {
+    fn around<S>(&self, inner: &mut S, request: Request) -> Answer
+    where
+        S: Service<Request, Response = Response, Error = Infallible>,
+        S::Future: Send + 'static,
+    {
         // Cheap clones (a standard method is a constant, a URI shares its buffer): the text
         // is only built for the rare answers below, not on every request.
         let method = request.method().clone();
         let uri = request.uri().clone();
         let request_timeout = self.request_timeout;
-        let answer = tokio::time::timeout(request_timeout, self.inner.call(request));
+        let answer = tokio::time::timeout(request_timeout, inner.call(request));
         Box::pin(async move {
             let response = match answer.await {
                 Ok(Ok(response)) => response,

@@ -6,18 +6,17 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 use std::convert::Infallible;
 use std::sync::OnceLock;
-use std::task::{Context, Poll};
 use std::time::Instant;
 
 use axum::Json;
 use axum::extract::{MatchedPath, Request, State};
 use axum::http::HeaderValue;
 use axum::response::{IntoResponse, Response};
-use futures::future::BoxFuture;
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use serde_json::{Value, json};
-use tower::{Layer, Service};
+use tower::Service;
 
+use super::around::{Answer, Around};
 use super::extract::RequestFacts;
 use super::state::AppState;
 use crate::sharding::shard_set::PgPool;
@@ -63,43 +62,21 @@ pub fn spawn_upkeep(handle: PrometheusHandle) -> tokio::task::JoinHandle<()> {
 }
 
 /// Times each request and records route, status and serving shard; sets `X-Shard`.
-/// Layered onto the router (it needs the matched route), so it is a service of its own:
-/// `middleware::from_fn` would clone and box the route's stack on every request.
+/// Layered onto the router as `AroundLayer(Track)`: it needs the matched route.
 #[derive(Clone, Copy, Default)]
-pub struct TrackLayer;
+pub struct Track;
 
-impl<S> Layer<S> for TrackLayer {
-    type Service = Track<S>;
-
-    fn layer(&self, inner: S) -> Track<S> {
-        Track { inner }
-    }
-}
-
-#[derive(Clone)]
-pub struct Track<S> {
-    inner: S,
-}
-
-impl<S> Service<Request> for Track<S>
-where
-    S: Service<Request, Response = Response, Error = Infallible>,
-    S::Future: Send + 'static,
-{
-    type Response = Response;
-    type Error = Infallible;
-    type Future = BoxFuture<'static, Result<Response, Infallible>>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, mut request: Request) -> Self::Future {
+impl Around for Track {
+    fn around<S>(&self, inner: &mut S, mut request: Request) -> Answer
+    where
+        S: Service<Request, Response = Response, Error = Infallible>,
+        S::Future: Send + 'static,
+    {
         let started = Instant::now();
         // A matched path shares its text: no copy per request.
         let route = request.extensions().get::<MatchedPath>().cloned();
         let facts = RequestFacts::of(&mut request);
-        let answer = self.inner.call(request);
+        let answer = inner.call(request);
         Box::pin(async move {
             let Ok(mut response) = answer.await;
             let route = route.as_ref().map_or("unmatched", MatchedPath::as_str);

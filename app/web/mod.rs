@@ -2,6 +2,7 @@
 //! with its middleware stack.
 
 pub mod access_log;
+pub mod around;
 pub mod csrf;
 pub mod error;
 pub mod extract;
@@ -25,6 +26,7 @@ use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetReques
 use tower_http::set_header::SetResponseHeaderLayer;
 
 use crate::bookmarks;
+use around::AroundLayer;
 use state::AppState;
 
 /// Largest accepted request body. A bookmark at every limit is about 13 KiB of JSON.
@@ -41,8 +43,7 @@ pub type HttpService = BoxCloneSyncService<Request<Body>, Response, Infallible>;
 /// layered onto the router, which wraps each route separately; the rest wraps the router
 /// once. Per-route layering clones every layer's service for every request, and the full
 /// stack applied per route cost about 10 % of a request's CPU in clones and allocations.
-/// The layers of the request path are written as services, not with `middleware::from_fn`,
-/// which clones and boxes the inner stack per request (docs/load-testing.md has figures).
+/// Our layers on the request path are [`around::Around`]s, not `middleware::from_fn`.
 pub fn router(state: AppState, request_timeout: Duration) -> HttpService {
     let served_by = HeaderValue::from_str(&state.instance_name)
         .unwrap_or_else(|_| HeaderValue::from_static("invalid-instance-name"));
@@ -53,7 +54,7 @@ pub fn router(state: AppState, request_timeout: Duration) -> HttpService {
     // The tenant's own routes pass its bulkhead; admin, health and metrics do not.
     let tenant_routes = bookmarks::api::routes()
         .merge(bookmarks::ui::routes())
-        .route_layer(crate::fairness::GuardLayer::new(state.clone()));
+        .route_layer(AroundLayer(crate::fairness::Guard::new(state.clone())));
     let routes = app
         .merge(tenant_routes)
         .route("/api/stats", get(bookmarks::stats::stats))
@@ -63,17 +64,17 @@ pub fn router(state: AppState, request_timeout: Duration) -> HttpService {
         .route("/metrics", get(metrics::prometheus))
         .route("/actuator/metrics", get(metrics::actuator))
         .fallback(|| async { error::ApiError::NotFound("no such route") })
-        .layer(metrics::TrackLayer)
+        .layer(AroundLayer(metrics::Track))
         .with_state(state);
     let stack = ServiceBuilder::new()
         .layer(SetRequestIdLayer::new(REQUEST_ID, MakeRequestUuid))
-        .layer(access_log::AccessLogLayer)
+        .layer(AroundLayer(access_log::AccessLog))
         .layer(PropagateRequestIdLayer::new(REQUEST_ID))
         .layer(SetResponseHeaderLayer::overriding(
             HeaderName::from_static("x-served-by"),
             served_by,
         ))
-        .layer(fallbacks::JsonFallbacksLayer { request_timeout })
+        .layer(AroundLayer(fallbacks::JsonFallbacks { request_timeout }))
         .layer(DefaultBodyLimit::max(BODY_LIMIT_BYTES))
         .service(routes);
     HttpService::new(stack)
