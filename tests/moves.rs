@@ -21,10 +21,7 @@ const DIRECTORY: &str = "[sharding]\ndirectory_router = true\ndirectory_cache_tt
 /// writers) at once on a small machine, so a new session may take longer than the usual
 /// test connect timeout; these tests are about moves, not about silent servers.
 async fn move_layout() -> Layout {
-    Layout {
-        connect_timeout_ms: 5000,
-        ..layout(DIRECTORY).await
-    }
+    layout(DIRECTORY).await.with_patient_connects()
 }
 
 /// The `move_slot` binary with a layout's topology as its config file.

@@ -37,17 +37,15 @@ async fn quick_app(layout: &Layout, instance: &str, background: bool) -> TestApp
 }
 
 async fn control_conn(layout: &Layout) -> PgConn {
-    let settings = layout.settings();
-    let topology = &settings.topology;
-    let pool = build_pool(&topology.control_url, 1, topology, "control").unwrap();
     // The layout's 1.5 s connect timeout suits the apps under test; this helper only needs
     // a connection, and on a loaded machine (the whole suite at once) the first can be slow.
-    for _ in 0..3 {
-        if let Ok(conn) = pool.get().await {
-            return conn;
-        }
-    }
-    pool.get().await.unwrap()
+    let settings = layout.clone().with_patient_connects().settings();
+    let topology = &settings.topology;
+    build_pool(&topology.control_url, 1, topology, "control")
+        .unwrap()
+        .get()
+        .await
+        .unwrap()
 }
 
 fn one(rows: Vec<Vec<Option<String>>>) -> String {

@@ -317,6 +317,15 @@ pub struct Layout {
 pub const CONNECT_TIMEOUT_MS: u64 = 1500;
 
 impl Layout {
+    /// The same databases with a connect timeout for a loaded machine (5 s): for tests
+    /// that are about something other than silent servers.
+    pub fn with_patient_connects(self) -> Self {
+        Self {
+            connect_timeout_ms: 5000,
+            ..self
+        }
+    }
+
     pub fn toml(&self) -> String {
         let mut t = format!(
             "[database]\nprimary_url = \"{}\"\nconnect_timeout_ms = {}\nacquire_timeout_ms = {}\n{}\n",
