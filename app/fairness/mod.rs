@@ -111,13 +111,15 @@ impl Around for Guard {
         S: Service<Request, Response = Response, Error = Infallible>,
         S::Future: Send + 'static,
     {
-        let (mut parts, body) = request.into_parts();
+        let (parts, body) = request.into_parts();
         let Ok(tenant) = tenancy::resolve(&parts, &self.state.settings.tenancy.header) else {
             // The handler's extractor answers with the precise error.
             return Box::pin(inner.call(Request::from_parts(parts, body)));
         };
-        remember_tenant(&mut parts.extensions, &tenant);
         let mut request = Request::from_parts(parts, body);
+        // Facts first, so that the tenant is kept in them even without an outer layer.
+        let facts = RequestFacts::of(&mut request);
+        remember_tenant(request.extensions_mut(), &tenant);
         let fairness = &self.state.fairness;
         let started = Instant::now();
         let Some(permit) = fairness.bulkhead.try_enter(&tenant) else {
@@ -135,7 +137,6 @@ impl Around for Guard {
             };
             return Box::pin(std::future::ready(Ok(busy.into_response())));
         };
-        let facts = RequestFacts::of(&mut request);
         let answer = inner.call(request);
         let state = self.state.clone();
         Box::pin(async move {
