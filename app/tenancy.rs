@@ -6,6 +6,7 @@
 //! wins over the cookie so API clients are never surprised by a stale browser choice.
 
 use std::fmt;
+use std::sync::Arc;
 
 use axum::http::request::Parts;
 use axum_extra::extract::CookieJar;
@@ -20,9 +21,11 @@ tokio::task_local! {
 }
 
 /// A tenant id: 1–64 characters of `A-Z a-z 0-9 . _ -`, starting with a letter or digit.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
-#[serde(transparent)]
-pub struct TenantId(String);
+///
+/// Shared text: a request hands its tenant to the extractors, the bulkhead and the logs,
+/// and a clone must not allocate each time.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TenantId(Arc<str>);
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum TenantIdError {
@@ -51,11 +54,17 @@ impl TenantId {
         {
             return Err(TenantIdError::BadCharacter(bad));
         }
-        Ok(Self(raw.to_owned()))
+        Ok(Self(raw.into()))
     }
 
     pub fn as_str(&self) -> &str {
         &self.0
+    }
+}
+
+impl serde::Serialize for TenantId {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&self.0)
     }
 }
 

@@ -73,7 +73,7 @@ impl Job {
                 let documents = search::reindex_tenant(conn.raw(), tenant.as_str())
                     .await
                     .map_err(|e| format!("on shard {}: {e}", conn.name))?;
-                Ok(json!({ "shard": conn.name, "documents": documents }))
+                Ok(json!({ "shard": conn.name.as_str(), "documents": documents }))
             }
             Job::ReindexShard { shard } => {
                 let mut conn = shards.db_on(shard).await.map_err(fail)?;

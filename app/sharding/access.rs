@@ -13,6 +13,7 @@ use super::breaker::{Breaker, Role};
 use super::guarded::{CutOff, GuardedConn};
 use super::replicas::ReplicaStates;
 use super::router::{Route, RouteError, ShardRouter};
+use super::shard_name::ShardName;
 use super::shard_set::{CheckoutError, PgConn, Shard, ShardId, ShardSet};
 use super::slot::ShardKey;
 use super::topology::ReplicaFallback;
@@ -139,7 +140,7 @@ pub enum Intent {
 pub struct ShardConn {
     conn: GuardedConn,
     pub shard: ShardId,
-    pub name: String,
+    pub name: ShardName,
     /// True when this read connection is on the replica rather than the primary.
     pub on_replica: bool,
 }
@@ -150,7 +151,7 @@ impl ShardConn {
         Self {
             conn: GuardedConn::new(conn, Arc::clone(breaker), shard.query_timeout()),
             shard: shard.id(),
-            name: shard.name().to_owned(),
+            name: shard.shard_name().clone(),
             on_replica: breaker.role() == Role::Replica,
         }
     }
@@ -170,7 +171,7 @@ impl ShardConn {
         work: impl AsyncFnOnce(&mut AsyncPgConnection) -> Result<T, E>,
     ) -> Result<Result<T, E>, ShardError> {
         self.conn.within(work).await.map_err(|CutOff| {
-            let shard = self.name.clone();
+            let shard = self.name.as_str().to_owned();
             let timeout = self.conn.deadline();
             match intent {
                 Intent::Read => ShardError::Timeout { shard, timeout },

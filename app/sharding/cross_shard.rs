@@ -192,7 +192,7 @@ impl CrossShard {
                         diesel::QueryResult::Ok((lag, value))
                     })
                     .await?
-                    .map_err(|e| ShardError::from_query(&conn.name, Intent::Read, e))?;
+                    .map_err(|e| ShardError::from_query(conn.name.as_str(), Intent::Read, e))?;
                 Ok(Answered {
                     value,
                     server: if on_replica {

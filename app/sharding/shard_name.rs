@@ -1,13 +1,15 @@
 //! `ShardName`: the stable identity of a shard in config, logs, metrics, health and the CLI.
 
 use std::fmt;
+use std::sync::Arc;
 
 /// A shard name: 1–63 characters of ASCII letters, digits, `_`, `-` or `.`.
 ///
 /// The limits keep a name safe to use unquoted as a metric label, a health component name
-/// (`db:shard:<name>`) and a CLI argument.
+/// (`db:shard:<name>`) and a CLI argument. Shared text: every request served labels its
+/// answer and its errors with one, and a clone must not allocate.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct ShardName(String);
+pub struct ShardName(Arc<str>);
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ShardNameError {
@@ -33,7 +35,7 @@ impl ShardName {
         {
             return Err(ShardNameError::BadCharacter(raw.to_owned()));
         }
-        Ok(Self(raw.to_owned()))
+        Ok(Self(raw.into()))
     }
 
     pub fn as_str(&self) -> &str {

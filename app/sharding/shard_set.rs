@@ -18,6 +18,7 @@ use diesel_async::pooled_connection::{
 use super::DbUrl;
 use super::breaker::{Breaker, Role};
 use super::router::{Route, RouteVia};
+use super::shard_name::ShardName;
 use super::slot::{ShardKey, Slot};
 use super::topology::{ReplicaFallback, ShardSpec, Topology};
 
@@ -61,6 +62,10 @@ impl Shard {
 
     pub fn name(&self) -> &str {
         self.spec.name.as_str()
+    }
+
+    pub fn shard_name(&self) -> &ShardName {
+        &self.spec.name
     }
 
     pub fn spec(&self) -> &ShardSpec {

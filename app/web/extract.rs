@@ -18,6 +18,7 @@ use super::error::ApiError;
 use super::state::AppState;
 use crate::sharding::access::{Intent, ShardConn, ShardError, Shards};
 use crate::sharding::cross_shard::CrossShard;
+use crate::sharding::shard_name::ShardName;
 use crate::tenancy::{self, TenantId};
 
 /// What the extractors learn while serving a request, kept for the layers around the router
@@ -29,7 +30,7 @@ pub struct RequestFacts(Arc<Facts>);
 #[derive(Default)]
 struct Facts {
     tenant: OnceLock<TenantId>,
-    shard: OnceLock<String>,
+    shard: OnceLock<ShardName>,
 }
 
 impl RequestFacts {
@@ -49,13 +50,13 @@ impl RequestFacts {
     }
 
     pub fn shard(&self) -> Option<&str> {
-        self.0.shard.get().map(String::as_str)
+        self.0.shard.get().map(ShardName::as_str)
     }
 }
 
-fn record_shard(parts: &Parts, name: &str) {
+fn record_shard(parts: &Parts, name: &ShardName) {
     if let Some(facts) = parts.extensions.get::<RequestFacts>() {
-        let _ = facts.0.shard.set(name.to_owned());
+        let _ = facts.0.shard.set(name.clone());
     }
 }
 
@@ -136,7 +137,7 @@ impl QueryFailure for diesel::result::Error {
 
 impl<M> ShardedConnection<M> {
     pub fn shard(&self) -> &str {
-        &self.inner.name
+        self.inner.name.as_str()
     }
 
     /// True when a replica-aware read landed on the replica.
@@ -202,7 +203,7 @@ impl<M> ShardedConnection<M> {
     /// says the tenant has moved (this process routed by a stale cache entry), the route is
     /// forgotten so that the client's retry goes to the new shard.
     fn classify(&self, intent: Intent, e: diesel::result::Error) -> ApiError {
-        let e = ShardError::from_query(&self.inner.name, intent, e);
+        let e = ShardError::from_query(self.inner.name.as_str(), intent, e);
         if let ShardError::TenantMoved { .. } = e {
             self.shards.forget(self.tenant.as_str());
         }
@@ -217,7 +218,7 @@ impl<M: ConnectionMode> FromRequestParts<AppState> for ShardedConnection<M> {
         let Tenant(tenant) = Tenant::from_request_parts(parts, state).await?;
         let route = state.shards.route(tenant.as_str()).await?;
         let shard = state.shards.set().get(route.shard);
-        record_shard(parts, shard.name());
+        record_shard(parts, shard.shard_name());
         let inner = if M::READ {
             state.shards.read(shard).await?
         } else {
