@@ -1,7 +1,8 @@
 //! `ApiError`: the one place where every layer's errors become HTTP responses.
 //!
 //! Clients get `{"error":{"code":…,"message":…}}` with a status that says whose fault it is.
-//! Internal causes (database messages, pool errors) are logged here and never sent.
+//! Internal causes (database messages, pool errors) are never sent: they ride on the
+//! response as a [`Cause`] and the access log writes them on the request's own line.
 
 use axum::Json;
 use axum::extract::rejection::{FormRejection, JsonRejection, PathRejection, QueryRejection};
@@ -14,6 +15,7 @@ use crate::bookmarks::model::FieldError;
 use crate::sharding::RouteError;
 use crate::sharding::access::ShardError;
 use crate::tenancy::TenantError;
+use crate::web::access_log::Cause;
 
 /// What a 503 tells clients to wait: about one connect timeout, after which a shard or the
 /// control database that came back is being used again.
@@ -216,21 +218,27 @@ impl ApiError {
         }
     }
 
-    /// Logs what the client will not see.
-    pub fn log(&self) {
-        match self {
-            ApiError::Internal(e) => tracing::error!(error = ?e, "internal error"),
+    /// What the client will not see, for the log.
+    pub fn cause(&self) -> Option<Cause> {
+        use tracing::Level;
+        let (level, what, detail) = match self {
+            // The whole chain of causes, on one line.
+            ApiError::Internal(e) => (Level::ERROR, "internal error", format!("{e:#}")),
             ApiError::Shard(e @ ShardError::Query { .. }) => {
-                tracing::error!(error = ?e, "query failed")
+                (Level::ERROR, "query failed", format!("{e:?}"))
             }
             ApiError::Shard(
                 e @ (ShardError::TenantMoving { .. } | ShardError::TenantMoved { .. }),
-            ) => {
-                tracing::info!(error = %e, "write refused by a tenant move")
-            }
-            ApiError::Shard(e) => tracing::warn!(error = %e, "shard unavailable"),
-            _ => {}
-        }
+            ) => (Level::INFO, "write refused by a tenant move", e.to_string()),
+            ApiError::Shard(e) => (Level::WARN, "shard unavailable", e.to_string()),
+            ApiError::RequestTimeout(_) => (Level::WARN, "request timed out", self.to_string()),
+            _ => return None,
+        };
+        Some(Cause {
+            level,
+            what,
+            detail,
+        })
     }
 
     pub fn from_json_rejection(r: JsonRejection) -> Self {
@@ -257,8 +265,10 @@ impl ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        self.log();
         let mut response = (self.status(), Json(self.body())).into_response();
+        if let Some(cause) = self.cause() {
+            response.extensions_mut().insert(cause);
+        }
         if let Some(seconds) = self.retry_after() {
             response
                 .headers_mut()

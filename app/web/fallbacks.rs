@@ -34,10 +34,8 @@ impl Around for JsonFallbacks {
         Box::pin(async move {
             let response = match answer.await {
                 Ok(Ok(response)) => response,
-                Err(_) => {
-                    tracing::warn!(%method, path = uri.path(), "request timed out");
-                    return Ok(ApiError::RequestTimeout(request_timeout).into_response());
-                }
+                // The access log names the request and its cause.
+                Err(_) => return Ok(ApiError::RequestTimeout(request_timeout).into_response()),
             };
             if response.status() != StatusCode::METHOD_NOT_ALLOWED
                 || response.headers().contains_key(header::CONTENT_TYPE)
