@@ -9,6 +9,7 @@ pub mod extract;
 pub mod fallbacks;
 pub mod health;
 pub mod metrics;
+pub mod request_id;
 pub mod state;
 
 use std::convert::Infallible;
@@ -22,7 +23,6 @@ use axum::response::Response;
 use axum::routing::get;
 use tower::ServiceBuilder;
 use tower::util::BoxCloneSyncService;
-use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
 use tower_http::set_header::SetResponseHeaderLayer;
 
 use crate::bookmarks;
@@ -67,9 +67,8 @@ pub fn router(state: AppState, request_timeout: Duration) -> HttpService {
         .layer(AroundLayer(metrics::Track))
         .with_state(state);
     let stack = ServiceBuilder::new()
-        .layer(SetRequestIdLayer::new(REQUEST_ID, MakeRequestUuid))
+        .layer(AroundLayer(request_id::RequestIds))
         .layer(AroundLayer(access_log::AccessLog))
-        .layer(PropagateRequestIdLayer::new(REQUEST_ID))
         .layer(SetResponseHeaderLayer::overriding(
             HeaderName::from_static("x-served-by"),
             served_by,
