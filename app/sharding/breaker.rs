@@ -193,6 +193,15 @@ impl Breaker {
         }
     }
 
+    /// Whether `miss`, begun at `began`, says the server is silent: a failure always does, a
+    /// timeout only when the server answered nothing else meanwhile (slow, not silent).
+    fn silent(&self, miss: &Miss, began: Instant) -> bool {
+        match miss {
+            Miss::Failed(_) => true,
+            Miss::TimedOut(_) => !self.answered_since(began),
+        }
+    }
+
     /// Checks a connection out of `pool`, this breaker's server's pool, opening the breaker
     /// when the failure says the server is unreachable. A refused connection is enough; a
     /// timed-out one only when the server answered nothing else meanwhile, because a server
@@ -203,12 +212,9 @@ impl Breaker {
         let outcome = pool.get().await;
         if let Err(e) = &outcome
             && let Some(miss) = unreachable(e)
+            && self.silent(&miss, began)
         {
-            match miss {
-                Miss::Failed(reason) => self.trip(reason),
-                Miss::TimedOut(_) if self.answered_since(began) => {}
-                Miss::TimedOut(reason) => self.trip(reason),
-            }
+            self.trip(miss.reason());
         }
         outcome
     }
@@ -283,18 +289,19 @@ impl Breaker {
             return;
         };
         live.session = None;
-        let silent = match miss {
+        if !self.silent(&miss, began) {
+            live.misses = 0;
+            return;
+        }
+        // A refused connection is proof at once; a silent timeout only when it repeats.
+        let proven = match miss {
             Miss::Failed(_) => true,
-            Miss::TimedOut(_) if self.answered_since(began) => {
-                live.misses = 0;
-                false
-            }
             Miss::TimedOut(_) => {
                 live.misses += 1;
                 live.misses >= LIVENESS_MISSES
             }
         };
-        if silent {
+        if proven {
             live.misses = 0;
             self.trip(miss.reason());
         }
