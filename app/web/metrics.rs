@@ -10,7 +10,7 @@ use std::time::Instant;
 
 use axum::Json;
 use axum::extract::{MatchedPath, Request, State};
-use axum::http::HeaderValue;
+use axum::http::{HeaderName, HeaderValue};
 use axum::response::{IntoResponse, Response};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use serde_json::{Value, json};
@@ -20,6 +20,9 @@ use super::around::{Answer, Around};
 use super::extract::RequestFacts;
 use super::state::AppState;
 use crate::sharding::shard_set::PgPool;
+
+/// The answer's serving shard. A constant, so the name is not parsed again per request.
+const X_SHARD: HeaderName = HeaderName::from_static("x-shard");
 
 const LATENCY_BUCKETS: &[f64] = &[
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
@@ -84,7 +87,7 @@ impl Around for Track {
             let status = response.status().as_u16();
             RequestMetrics::with(route, status, shard, |m| {
                 if let Some(value) = &m.shard_header {
-                    response.headers_mut().insert("x-shard", value.clone());
+                    response.headers_mut().insert(X_SHARD, value.clone());
                 }
                 m.requests.increment(1);
                 m.duration.record(started.elapsed().as_secs_f64());
