@@ -927,3 +927,47 @@ async fn a_wrong_method_and_a_timed_out_request_answer_in_the_json_error_format(
     assert_eq!(body["error"]["code"], "request_timeout", "{body}");
     drop(black_hole);
 }
+
+#[tokio::test]
+async fn a_connection_prepares_the_create_statement_once_and_reuses_it() {
+    use bookmarks_sharded::bookmarks::model::NewBookmarkInput;
+    use bookmarks_sharded::bookmarks::store;
+    use bookmarks_sharded::tenancy::TenantId;
+    use diesel::QueryableByName;
+    use diesel::sql_types::BigInt;
+    use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
+
+    #[derive(QueryableByName)]
+    struct N {
+        #[diesel(sql_type = BigInt)]
+        n: i64,
+    }
+    let (_app, layout) = app().await;
+    let (_, port, db, _) = &layout.shards[0];
+    let mut conn = AsyncPgConnection::establish(&url(*port, db)).await.unwrap();
+    let tenant = TenantId::parse(&unique("prepared")).unwrap();
+    for i in 0..3 {
+        let draft = NewBookmarkInput {
+            url: format!("https://example.com/prepared/{i}"),
+            title: format!("prepared {i}"),
+            notes: String::new(),
+            tags: vec!["one".into(), "two".into()],
+        }
+        .validate()
+        .unwrap();
+        store::insert(&mut conn, &tenant, &draft).await.unwrap();
+    }
+    // A statement prepared per call is closed after it runs and never listed here; a
+    // cached one stays, once.
+    let prepared: N = diesel::sql_query(
+        "SELECT count(*) AS n FROM pg_prepared_statements \
+         WHERE statement LIKE 'INSERT INTO \"bookmarks\"%'",
+    )
+    .get_result(&mut conn)
+    .await
+    .unwrap();
+    assert_eq!(
+        prepared.n, 1,
+        "three creates on one connection, one prepared insert"
+    );
+}

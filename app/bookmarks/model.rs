@@ -78,19 +78,6 @@ impl BookmarkPatch {
     }
 }
 
-#[derive(Insertable)]
-#[diesel(table_name = bookmarks)]
-pub struct NewRow<'a> {
-    pub tenant_id: &'a str,
-    pub id: Uuid,
-    pub url: &'a str,
-    pub title: &'a str,
-    pub notes: &'a str,
-    pub tags: &'a [String],
-    pub created_at: DateTime<Utc>,
-    pub updated_at: DateTime<Utc>,
-}
-
 /// One field that failed validation, named as the client spelled it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct FieldError {

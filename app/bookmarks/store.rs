@@ -6,7 +6,7 @@ use diesel::result::{DatabaseErrorKind, Error as DbError};
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
 use uuid::Uuid;
 
-use super::model::{Bookmark, BookmarkDraft, BookmarkPatch, NewRow};
+use super::model::{Bookmark, BookmarkDraft, BookmarkPatch};
 use super::schema::bookmarks::dsl as b;
 use crate::tenancy::TenantId;
 
@@ -49,18 +49,22 @@ pub async fn insert(
     draft: &BookmarkDraft,
 ) -> Result<Bookmark, StoreError> {
     let now = Utc::now();
-    let row = NewRow {
-        tenant_id: tenant.as_str(),
-        id: Uuid::now_v7(),
-        url: &draft.url,
-        title: &draft.title,
-        notes: &draft.notes,
-        tags: &draft.tags,
-        created_at: now,
-        updated_at: now,
-    };
+    // Column by column, not a `#[derive(Insertable)]` struct: diesel's derive wraps every
+    // field as "value or DEFAULT", which makes it prepare the statement afresh on every
+    // call (parse, plan and an extra round trip per create). These expressions render the
+    // same SQL every time, so each connection prepares it once and reuses it.
+    let row = (
+        b::tenant_id.eq(tenant.as_str()),
+        b::id.eq(Uuid::now_v7()),
+        b::url.eq(&draft.url),
+        b::title.eq(&draft.title),
+        b::notes.eq(&draft.notes),
+        b::tags.eq(&draft.tags),
+        b::created_at.eq(now),
+        b::updated_at.eq(now),
+    );
     let inserted: Option<Bookmark> = diesel::insert_into(b::bookmarks)
-        .values(&row)
+        .values(row)
         .on_conflict_do_nothing()
         .returning(Bookmark::as_returning())
         .get_result(conn)
