@@ -9,22 +9,25 @@ ARG RUNTIME_IMAGE=debian:bookworm-slim
 
 FROM ${RUST_IMAGE} AS builder
 WORKDIR /src
-# Dependencies first, in a layer of their own: the manifest and lock file with an empty
-# source file at every target path they declare. This layer is rebuilt only when Cargo.toml
-# or Cargo.lock change, so an edit to the application recompiles only this crate. The test
-# and bench placeholders stay: cargo wants every declared target to exist, and the build
-# context (.dockerignore) carries only what the binaries are built from.
+# Dependencies first, in a layer of their own: the manifests and lock file with an empty
+# source file at every target path they declare. This layer is rebuilt only when a
+# Cargo.toml or Cargo.lock change, so an edit to the application recompiles only this
+# crate. The placeholders of other targets stay: cargo wants every declared target of every
+# workspace member to exist, and the build context (.dockerignore) carries only what the
+# binaries are built from. The load generator is a workspace member the image never builds.
 COPY Cargo.toml Cargo.lock ./
+COPY loadgen/Cargo.toml loadgen/
 RUN sed -n 's/^path = "\(.*\)"$/\1/p' Cargo.toml | while read -r target; do \
         mkdir -p "$(dirname "$target")" && echo 'fn main() {}' > "$target"; \
     done \
- && cargo build --release --locked --bins \
+ && mkdir -p loadgen/src && echo 'fn main() {}' > loadgen/src/main.rs && : > loadgen/src/lib.rs \
+ && cargo build --release --locked -p bookmarks-sharded --bins \
  && rm -rf app bin
 COPY . .
 # COPY keeps the files' own (older) times; make sure cargo sees the real sources as newer
 # than the placeholders it just compiled.
 RUN find app bin -name '*.rs' -exec touch {} + \
- && cargo build --release --locked --bins \
+ && cargo build --release --locked -p bookmarks-sharded --bins \
  && strip target/release/bookmarks target/release/move_slot
 
 FROM ${RUNTIME_IMAGE}

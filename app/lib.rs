@@ -1,21 +1,29 @@
 //! bookmarks-sharded: a multi-tenant bookmarks service whose tenant data is routed across
 //! several independent Postgres shards.
 //!
-//! Where things live:
-//! - [`sharding`]: keys, slots, topology, shard pools and routers. Knows nothing of bookmarks.
+//! Where things live, infrastructure first, then the features built on it, then what
+//! assembles and runs them. Infrastructure never imports a feature
+//! (`scripts/check-architecture.py` checks it):
+//! - [`sharding`]: keys, slots, topology, pools, breakers, routers and the directory. Knows
+//!   nothing of bookmarks.
 //! - [`configuration`]: loads `autumn.toml` plus `AUTUMN_*` environment overrides.
 //! - [`tenancy`]: `TenantId` and how a request names its tenant.
-//! - [`web`]: extractors (`ShardedDb`, `ShardedReadDb`, `Shards`, `Tenant`), errors → HTTP,
-//!   health, metrics, middleware.
-//! - [`fairness`]: the per-tenant bulkhead and the busiest tenants with placement advice.
-//! - [`bookmarks`]: the feature itself (API, HTML UI, stats); never computes a slot.
-//! - [`admin`]: the operator's cross-shard admin page (only with `ADMIN_TOKEN`).
 //! - [`migrate`]: embedded migrations for the control database and the shards.
+//! - [`telemetry`]: the log subscriber.
+//! - [`web`]: the HTTP plumbing: extractors (`ShardedDb`, `ShardedReadDb`, `Shards`,
+//!   `CrossShard`, `Tenant`), errors → HTTP, health, metrics, the access log, the layer stack.
+//! - [`bookmarks`]: the feature itself (API, HTML UI, stats); never computes a slot.
+//! - [`search`]: full-text search and the per-shard reindexer.
+//! - [`jobs`]: the job queue on the control database and its worker.
+//! - [`fairness`]: the per-tenant bulkhead and the busiest tenants with placement advice.
 //! - [`moves`]: online tenant moves between shards (the `move_slot` tool).
-//! - [`startup`]: builds the application (server, CLI and tests share it).
+//! - [`admin`]: the operator's cross-shard admin page (only with `ADMIN_TOKEN`).
+//! - [`startup`]: builds the application and assembles every feature's state and routes
+//!   (server, CLI and tests share it).
 //! - [`cli`]: the `bookmarks` command line (the binary in `bin/` only calls into it).
-//! - [`loadgen`]: a load generator for the API (the `loadgen` binary), reporting per tenant
-//!   class and per shard.
+//!
+//! The load generator is a crate of its own (`loadgen/`): it talks to the service over HTTP
+//! only.
 
 pub mod admin;
 pub mod bookmarks;
@@ -23,7 +31,6 @@ pub mod cli;
 pub mod configuration;
 pub mod fairness;
 pub mod jobs;
-pub mod loadgen;
 pub mod migrate;
 pub mod moves;
 pub mod search;

@@ -41,7 +41,7 @@ impl Kind {
 
 /// Which targets a `migrate` run covers.
 #[derive(Debug, Clone, Default)]
-pub struct Selection {
+pub struct TargetFilter {
     pub shard: Option<String>,
     pub control_only: bool,
 }
@@ -69,26 +69,26 @@ pub fn expected_versions(kind: Kind) -> BTreeSet<String> {
         .unwrap_or_default()
 }
 
-/// The targets a selection covers, control first then shards in declaration order.
-pub fn targets(topology: &Topology, selection: &Selection) -> Result<Vec<Target>, MigrateError> {
+/// The targets a filter covers, control first then shards in declaration order.
+pub fn targets(topology: &Topology, filter: &TargetFilter) -> Result<Vec<Target>, MigrateError> {
     let mut out = Vec::new();
-    if selection.shard.is_none() {
+    if filter.shard.is_none() {
         out.push(Target {
             label: "control".to_owned(),
             url: topology.control_url.clone(),
             kind: Kind::Control,
         });
     }
-    if selection.control_only {
+    if filter.control_only {
         return Ok(out);
     }
-    if let Some(name) = &selection.shard
+    if let Some(name) = &filter.shard
         && topology.shard_named(name).is_none()
     {
         return Err(MigrateError::UnknownShard(name.clone()));
     }
     for spec in &topology.shards {
-        if selection
+        if filter
             .shard
             .as_deref()
             .is_none_or(|n| n == spec.name.as_str())

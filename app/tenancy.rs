@@ -74,6 +74,20 @@ impl fmt::Display for TenantId {
     }
 }
 
+/// The header that names a request's tenant (`[tenancy] header`), as handlers' state holds it.
+#[derive(Clone, Debug)]
+pub struct TenantHeader(Arc<str>);
+
+impl TenantHeader {
+    pub fn new(name: &str) -> Self {
+        Self(name.into())
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
 /// Forces the routing key of one request (e.g. an admin tool acting for a tenant).
 #[derive(Clone, Debug)]
 pub struct ShardKeyOverride(pub TenantId);

@@ -7,7 +7,12 @@
 //! statement, then the time until the backlog is empty (the lag of the last row of the
 //! burst) and the indexing rate. `scripts/bench-index-lag.sh` runs it.
 
-#[path = "../tests/support/mod.rs"]
+// The integration tests' harness; a bench uses a few of its helpers.
+#[allow(dead_code)]
+#[path = "../tests/common/mod.rs"]
+mod common;
+#[allow(dead_code, unused_imports)]
+#[path = "../tests/api/support/mod.rs"]
 mod support;
 
 use std::time::{Duration, Instant};

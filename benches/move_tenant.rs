@@ -10,7 +10,12 @@
 //!
 //! `scripts/bench-move.sh` runs it; `BOOKMARKS_POSTGRES_IMAGE` picks the image.
 
-#[path = "../tests/support/mod.rs"]
+// The integration tests' harness; a bench uses a few of its helpers.
+#[allow(dead_code)]
+#[path = "../tests/common/mod.rs"]
+mod common;
+#[allow(dead_code, unused_imports)]
+#[path = "../tests/api/support/mod.rs"]
 mod support;
 
 use std::sync::Arc;
@@ -18,8 +23,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use bookmarks_sharded::bookmarks::TENANT_TABLES;
-use bookmarks_sharded::moves::Mover;
-use bookmarks_sharded::moves::plan::Selection;
+use bookmarks_sharded::moves::plan::TenantSelection;
+use bookmarks_sharded::moves::{Mover, Step};
 use serde_json::json;
 use support::*;
 
@@ -135,11 +140,14 @@ async fn bench() {
     tokio::time::sleep(Duration::from_millis(500)).await;
 
     let mut mover = Mover::connect(&app.settings, TENANT_TABLES).await.unwrap();
-    let selection = Selection::Tenants(vec![TENANT.to_owned()]);
+    let selection = TenantSelection::Tenants(vec![TENANT.to_owned()]);
     let mut m = mover.start(&from, &to, &selection, true).await.unwrap();
     mover.claim(&m).await.unwrap();
     let copy_started = Instant::now();
-    mover.copy(&mut m).await.unwrap();
+    mover
+        .step(&mut m, Step::Copy, Duration::ZERO)
+        .await
+        .unwrap();
     let copy_took = copy_started.elapsed();
     let rows_copied = m.rows_copied;
     mover.drive(&mut m, true, Duration::ZERO).await.unwrap();

@@ -9,6 +9,6 @@ cd "$(dirname "$0")/.."
 if ! docker image inspect bookmarks-offline/debian:bookworm-slim >/dev/null 2>&1; then
 	scripts/build-offline-images.sh debian
 fi
-cargo build --release --locked --bins
+cargo build --release --locked -p bookmarks-sharded --bins
 docker build --quiet -f docker/offline/app.Dockerfile -t bookmarks-sharded:offline . >/dev/null
 echo "build-offline-app-image: bookmarks-sharded:offline ($(docker image inspect -f '{{.Size}}' bookmarks-sharded:offline) bytes)"

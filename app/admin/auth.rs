@@ -4,6 +4,7 @@
 //! neither the token's bytes nor its length can be learnt from response timing.
 
 use axum::extract::{Request, State};
+use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum_extra::headers::authorization::{Basic, Bearer};
@@ -11,7 +12,7 @@ use axum_extra::headers::{Authorization, HeaderMapExt};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
-use crate::web::error::ApiError;
+use crate::web::error::Reply;
 
 /// Shortest token accepted: anything shorter is guessable over the network.
 pub const MIN_TOKEN_CHARS: usize = 16;
@@ -77,10 +78,25 @@ pub async fn require(State(token): State<AdminToken>, req: Request, next: Next) 
         Some(p) if token.matches(&p) => next.run(req).await,
         Some(_) => {
             tracing::warn!(path = %req.uri().path(), "admin: wrong credentials");
-            ApiError::Unauthorized.into_response()
+            unauthorized()
         }
-        None => ApiError::Unauthorized.into_response(),
+        None => unauthorized(),
     }
+}
+
+/// 401, with the header that makes browsers show their own login prompt (any user name,
+/// the token as password).
+fn unauthorized() -> Response {
+    Reply::new(
+        StatusCode::UNAUTHORIZED,
+        "unauthorized",
+        "this page needs the admin token",
+    )
+    .header(
+        header::WWW_AUTHENTICATE,
+        HeaderValue::from_static("Basic realm=\"bookmarks admin\", charset=\"UTF-8\""),
+    )
+    .into_response()
 }
 
 #[cfg(test)]

@@ -5,16 +5,16 @@
 
 use serde::Serialize;
 
+use super::AdminState;
 use super::moves::{self, MoveSummary};
 use crate::bookmarks::TENANT_TABLES;
 use crate::sharding::ShardKey;
 use crate::sharding::cross_shard::{Coverage, CrossShard, public_reason};
-use crate::sharding::directory::placement::{self, Placement};
+use crate::sharding::directory::placement::{self, NamedRoute};
 use crate::sharding::directory::table;
 use crate::sharding::router::{PinRouter, RouteVia};
 use crate::sharding::tenant_rows;
 use crate::tenancy::TenantId;
-use crate::web::state::AppState;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct RowsOnShard {
@@ -49,15 +49,15 @@ pub struct TenantReport {
     pub shards: Vec<Coverage>,
 }
 
-pub async fn report(state: &AppState, cross: &CrossShard, tenant: &TenantId) -> TenantReport {
+pub async fn report(state: &AdminState, cross: &CrossShard, tenant: &TenantId) -> TenantReport {
     let set = state.shards.set();
     let key = tenant.as_str();
-    let hash = set.hash_route(ShardKey::Str(key));
+    let hash = crate::sharding::hash_route(set, ShardKey::Str(key));
     let config_pin = PinRouter::from_shard_set(set)
         .pinned(ShardKey::Str(key))
         .map(|id| set.get(id).name().to_owned());
     let owned = key.to_owned();
-    let directory = super::on_control(state, "read the directory", move |conn| {
+    let directory = state.control.run("read the directory", move |conn| {
         Box::pin(async move { table::shard_of(conn, &owned).await })
     });
     let owned = key.to_owned();
@@ -72,7 +72,7 @@ pub async fn report(state: &AppState, cross: &CrossShard, tenant: &TenantId) -> 
         Ok(row) => {
             // A directory row is only consulted when directory routing is on.
             let effective = match &row {
-                Some(shard) if set.topology().directory_router => Placement {
+                Some(shard) if set.topology().directory_router => NamedRoute {
                     shard: shard.clone(),
                     via: RouteVia::Directory.as_str(),
                 },
@@ -80,7 +80,7 @@ pub async fn report(state: &AppState, cross: &CrossShard, tenant: &TenantId) -> 
             };
             (row, Some(effective), None)
         }
-        Err(reason) => (None, None, Some(reason)),
+        Err(reason) => (None, None, Some(reason.to_string())),
     };
     let shards = counts.coverage();
     let rows: Vec<RowsOnShard> = counts
@@ -108,7 +108,7 @@ pub async fn report(state: &AppState, cross: &CrossShard, tenant: &TenantId) -> 
         .collect();
     let (moves, moves_error) = match moves {
         Ok(m) => (m, None),
-        Err(e) => (Vec::new(), Some(e)),
+        Err(e) => (Vec::new(), Some(e.to_string())),
     };
     TenantReport {
         tenant: key.to_owned(),

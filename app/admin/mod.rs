@@ -3,35 +3,87 @@
 //!
 //! Mounted only when `ADMIN_TOKEN` is set, behind [`auth::require`]. Reads go through
 //! [`CrossShard`] (read-only, bounded, and honest about which shards answered); the only
-//! write is placement, through the same `Placer` rules as `bookmarks pin`.
+//! write is placement, through the same `Placer` rules as `bookmarks pin`. It draws on
+//! what the other features keep in this process (search lag, job counts, the busiest
+//! tenants), all handed to it in an [`AdminState`].
 
 pub mod auth;
 mod browse;
+mod control;
 mod lookup;
 mod moves;
 mod overview;
 mod page;
 
 pub use auth::AdminToken;
+pub use control::{ControlDb, ControlError};
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
 
 use axum::Router;
-use axum::extract::State;
+use axum::extract::{FromRef, State};
 use axum::response::{IntoResponse, Json, Response};
 use axum::routing::{get, post};
-use diesel::QueryResult;
-use diesel_async::AsyncPgConnection;
-use futures::future::BoxFuture;
 use serde_json::json;
 
+use crate::fairness::Fairness;
 use crate::fairness::advice::Advice;
-use crate::fairness::busiest::Report;
+use crate::fairness::busiest::BusiestReport;
+use crate::jobs::worker::JobCounts;
+use crate::search::reindexer::IndexStates;
+use crate::sharding::access::Shards;
 use crate::sharding::cross_shard::CrossShard;
 use crate::tenancy::TenantId;
+use crate::web::InstanceName;
 use crate::web::error::ApiError;
 use crate::web::extract::{ApiPath, ApiQuery};
-use crate::web::state::AppState;
 
-pub fn routes(token: AdminToken) -> Router<AppState> {
+/// What the admin page reads: every shard and the control database, and the figures the
+/// other features keep in this process. Cheap to clone.
+#[derive(Clone)]
+pub struct AdminState(Arc<Sources>);
+
+/// The parts of an [`AdminState`], as the app's assembly hands them over.
+pub struct Sources {
+    pub token: AdminToken,
+    pub shards: Shards,
+    pub cross: CrossShard,
+    pub control: ControlDb,
+    /// Bound on one shard's probe.
+    pub shard_timeout: std::time::Duration,
+    pub expected_shard_migrations: Arc<BTreeSet<String>>,
+    pub index: Arc<IndexStates>,
+    pub jobs: Arc<JobCounts>,
+    pub fairness: Fairness,
+    pub instance: InstanceName,
+}
+
+impl AdminState {
+    pub fn new(sources: Sources) -> Self {
+        Self(Arc::new(sources))
+    }
+}
+
+impl std::ops::Deref for AdminState {
+    type Target = Sources;
+    fn deref(&self) -> &Sources {
+        &self.0
+    }
+}
+
+impl FromRef<AdminState> for CrossShard {
+    fn from_ref(state: &AdminState) -> CrossShard {
+        state.cross.clone()
+    }
+}
+
+/// The admin page and its JSON API, behind the token, with their own state.
+pub fn router<S>(state: AdminState) -> Router<S>
+where
+    S: Clone + Send + Sync + 'static,
+{
+    let token = state.token.clone();
     Router::new()
         .route("/admin", get(page::show))
         .route("/admin/pin", post(page::pin))
@@ -44,30 +96,7 @@ pub fn routes(token: AdminToken) -> Router<AppState> {
         .route("/admin/api/moves", get(api_moves))
         .route("/admin/api/busiest", get(api_busiest))
         .route_layer(axum::middleware::from_fn_with_state(token, auth::require))
-}
-
-/// Runs `work` on a control-database connection, bounded by the shard timeout. The error
-/// is what the page may show (a kind of failure); the cause is logged with `what`.
-async fn on_control<T>(
-    state: &AppState,
-    what: &str,
-    work: impl for<'c> FnOnce(&'c mut AsyncPgConnection) -> BoxFuture<'c, QueryResult<T>>,
-) -> Result<T, String> {
-    let attempt = async {
-        let mut conn = state.control.get().await.map_err(|e| e.to_string())?;
-        work(&mut conn).await.map_err(|e| e.to_string())
-    };
-    match tokio::time::timeout(state.shard_timeout, attempt).await {
-        Ok(Ok(value)) => Ok(value),
-        Ok(Err(cause)) => {
-            tracing::warn!(error = %cause, "admin: cannot {what}");
-            Err("unreachable".to_owned())
-        }
-        Err(_) => Err(format!(
-            "no answer within {} ms",
-            state.shard_timeout.as_millis()
-        )),
-    }
+        .with_state(state)
 }
 
 /// A tenant id typed by an operator; the error names the field.
@@ -78,12 +107,12 @@ fn tenant_param(raw: &str) -> Result<TenantId, ApiError> {
     })
 }
 
-async fn api_shards(State(state): State<AppState>, cross: CrossShard) -> Response {
+async fn api_shards(State(state): State<AdminState>, cross: CrossShard) -> Response {
     let (cards, facts) = overview::shard_cards(&state, &cross).await;
     Json(json!({ "shards": cards, "coverage": facts.coverage() })).into_response()
 }
 
-async fn api_slots(State(state): State<AppState>) -> Response {
+async fn api_slots(State(state): State<AdminState>) -> Response {
     let set = state.shards.set();
     let shards: Vec<_> = set
         .iter()
@@ -116,7 +145,7 @@ async fn api_bookmarks(
 }
 
 async fn api_tenant(
-    State(state): State<AppState>,
+    State(state): State<AdminState>,
     cross: CrossShard,
     ApiPath(key): ApiPath<String>,
 ) -> Result<Response, ApiError> {
@@ -124,7 +153,7 @@ async fn api_tenant(
     Ok(Json(lookup::report(&state, &cross, &tenant).await).into_response())
 }
 
-async fn api_pins(State(state): State<AppState>) -> Result<Response, ApiError> {
+async fn api_pins(State(state): State<AdminState>) -> Result<Response, ApiError> {
     match overview::pins(&state).await {
         (pins, None) => Ok(Json(json!({ "pins": pins })).into_response()),
         (_, Some(_)) => Err(ApiError::ControlUnavailable),
@@ -132,11 +161,11 @@ async fn api_pins(State(state): State<AppState>) -> Result<Response, ApiError> {
 }
 
 /// This replica's busiest tenants and the placement advice drawn from them.
-async fn api_busiest(State(state): State<AppState>) -> Response {
+async fn api_busiest(State(state): State<AdminState>) -> Response {
     let (report, advice) = busiest(&state);
     Json(json!({
-        "instance": state.instance_name,
-        "max_in_flight_per_tenant": state.fairness.bulkhead.limit(),
+        "instance": state.instance.as_str(),
+        "max_in_flight_per_tenant": state.fairness.limit(),
         "window_seconds": report.window_seconds,
         "tenants": report.tenants,
         "shards": report.shards,
@@ -145,13 +174,13 @@ async fn api_busiest(State(state): State<AppState>) -> Response {
     .into_response()
 }
 
-fn busiest(state: &AppState) -> (Report, Vec<Advice>) {
+fn busiest(state: &AdminState) -> (BusiestReport, Vec<Advice>) {
     let set = state.shards.set();
     let names: Vec<&str> = set.iter().map(|s| s.name()).collect();
     state.fairness.report(&names)
 }
 
-async fn api_moves(State(state): State<AppState>) -> Result<Response, ApiError> {
+async fn api_moves(State(state): State<AdminState>) -> Result<Response, ApiError> {
     match moves::recent(&state, None).await {
         Ok(moves) => Ok(Json(json!({ "moves": moves })).into_response()),
         Err(_) => Err(ApiError::ControlUnavailable),

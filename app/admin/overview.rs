@@ -8,6 +8,7 @@ use diesel::sql_types::{Nullable, Text};
 use diesel_async::RunQueryDsl;
 use serde::Serialize;
 
+use super::AdminState;
 use crate::bookmarks::store;
 use crate::search::reindexer::IndexSnapshot;
 use crate::sharding::breaker::BreakerSnapshot;
@@ -15,10 +16,9 @@ use crate::sharding::cross_shard::{CrossShard, FanOut, Server};
 use crate::sharding::directory::placement::{PinEntry, pin_entries};
 use crate::sharding::directory::table;
 use crate::sharding::health::{check_replica, probe_primary};
-use crate::sharding::shard_set::PgPool;
+use crate::sharding::pool::PgPool;
 use crate::sharding::slot_range::display_ranges;
 use crate::sharding::{SLOT_COUNT, Shard};
-use crate::web::state::AppState;
 
 /// One server of a shard as probed just now.
 #[derive(Debug, Clone, Serialize)]
@@ -117,7 +117,7 @@ fn pool_state(server: &'static str, pool: &PgPool) -> PoolState {
     }
 }
 
-async fn probe_shard(shard: &Shard, state: &AppState) -> (ServerState, Option<ServerState>) {
+async fn probe_shard(shard: &Shard, state: &AdminState) -> (ServerState, Option<ServerState>) {
     let primary = async {
         let started = Instant::now();
         let p = probe_primary(shard, &state.expected_shard_migrations, state.shard_timeout).await;
@@ -147,7 +147,7 @@ async fn probe_shard(shard: &Shard, state: &AppState) -> (ServerState, Option<Se
 
 /// The shard cards, and the coverage of the counts' fan-out (for the banner).
 pub async fn shard_cards(
-    state: &AppState,
+    state: &AdminState,
     cross: &CrossShard,
 ) -> (Vec<ShardCard>, FanOut<((i64, i64), Option<String>)>) {
     let set = state.shards.set();
@@ -238,7 +238,7 @@ pub const MAP_COLUMNS: u32 = 128;
 pub const MAP_CELL: u32 = 4;
 
 /// The slot map: consecutive slots with one owner, cut at row ends so each is a rectangle.
-pub fn slot_runs(state: &AppState) -> Vec<SlotRun> {
+pub fn slot_runs(state: &AdminState) -> Vec<SlotRun> {
     let set = state.shards.set();
     let topology = set.topology();
     let mut runs: Vec<SlotRun> = Vec::new();
@@ -265,7 +265,7 @@ pub fn slot_runs(state: &AppState) -> Vec<SlotRun> {
 }
 
 /// Where each placed tenant sits on the map, coloured by the shard it is placed on.
-pub fn markers(state: &AppState, pins: &[PinEntry]) -> Vec<Marker> {
+pub fn markers(state: &AdminState, pins: &[PinEntry]) -> Vec<Marker> {
     let set = state.shards.set();
     pins.iter()
         .filter(|p| p.effective)
@@ -284,14 +284,14 @@ pub fn markers(state: &AppState, pins: &[PinEntry]) -> Vec<Marker> {
 
 /// Directory rows and config pins; `Err` when the control database cannot be read (the
 /// config pins alone are still returned).
-pub async fn pins(state: &AppState) -> (Vec<PinEntry>, Option<String>) {
+pub async fn pins(state: &AdminState) -> (Vec<PinEntry>, Option<String>) {
     let set = state.shards.set();
-    match super::on_control(state, "read the directory", |conn| {
-        Box::pin(table::list(conn))
-    })
-    .await
+    match state
+        .control
+        .run("read the directory", |conn| Box::pin(table::list(conn)))
+        .await
     {
         Ok(rows) => (pin_entries(set, &rows), None),
-        Err(reason) => (pin_entries(set, &[]), Some(reason)),
+        Err(reason) => (pin_entries(set, &[]), Some(reason.to_string())),
     }
 }

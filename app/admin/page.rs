@@ -14,17 +14,16 @@ use super::browse::{BrowsePage, BrowseParams};
 use super::lookup::TenantReport;
 use super::moves::MoveSummary;
 use super::overview::{self, MAP_CELL, MAP_COLUMNS, Marker, ShardCard, SlotRun};
-use super::{browse, lookup, moves, tenant_param};
+use super::{AdminState, browse, lookup, moves, tenant_param};
 use crate::bookmarks::TENANT_TABLES;
 use crate::fairness::advice::Advice;
-use crate::fairness::busiest::Report;
+use crate::fairness::busiest::BusiestReport;
 use crate::sharding::SLOT_COUNT;
 use crate::sharding::cross_shard::{Coverage, CrossShard};
 use crate::sharding::directory::placement::{Change, PinEntry, PlacementError, Placer};
 use crate::web::csrf;
 use crate::web::error::ApiError;
 use crate::web::extract::{ApiQuery, UiForm};
-use crate::web::state::AppState;
 
 #[derive(Debug, Default, Deserialize)]
 pub struct PageParams {
@@ -61,7 +60,7 @@ struct AdminPage {
     moves: Vec<MoveSummary>,
     moves_error: Option<String>,
     jobs: Vec<(String, i64)>,
-    busiest: Report,
+    busiest: BusiestReport,
     advice: Vec<Advice>,
     max_in_flight_per_tenant: u32,
     instance: String,
@@ -90,7 +89,7 @@ fn banner_lines(what: &str, coverage: &[Coverage], out: &mut Vec<String>) {
 
 /// Renders the whole page for `params`; `placement_error` re-shows a refused form.
 async fn render(
-    state: &AppState,
+    state: &AdminState,
     cross: &CrossShard,
     csrf: String,
     params: PageParams,
@@ -143,7 +142,7 @@ async fn render(
     }
     let (moves, moves_error) = match moves {
         Ok(m) => (m, None),
-        Err(e) => (Vec::new(), Some(e)),
+        Err(e) => (Vec::new(), Some(e.to_string())),
     };
     let (browse, browse_error) = match browse {
         Ok(b) => (Some(b), None),
@@ -190,13 +189,13 @@ async fn render(
         jobs: state.jobs.snapshot(),
         busiest,
         advice,
-        max_in_flight_per_tenant: state.fairness.bulkhead.limit(),
-        instance: state.instance_name.clone(),
+        max_in_flight_per_tenant: state.fairness.limit(),
+        instance: state.instance.as_str().to_owned(),
     }
 }
 
 pub async fn show(
-    State(state): State<AppState>,
+    State(state): State<AdminState>,
     cross: CrossShard,
     jar: CookieJar,
     ApiQuery(params): ApiQuery<PageParams>,
@@ -227,7 +226,7 @@ pub struct UnpinForm {
 }
 
 pub async fn pin(
-    State(state): State<AppState>,
+    State(state): State<AdminState>,
     cross: CrossShard,
     jar: CookieJar,
     UiForm(form): UiForm<PinForm>,
@@ -245,7 +244,7 @@ pub async fn pin(
 }
 
 pub async fn unpin(
-    State(state): State<AppState>,
+    State(state): State<AdminState>,
     cross: CrossShard,
     jar: CookieJar,
     UiForm(form): UiForm<UnpinForm>,
@@ -270,10 +269,10 @@ pub async fn unpin(
     .await)
 }
 
-fn placer(state: &AppState) -> Placer<'_> {
+fn placer(state: &AdminState) -> Placer<'_> {
     Placer {
         shards: state.shards.set(),
-        control: &state.control,
+        control: state.control.pool(),
         tables: TENANT_TABLES,
     }
 }
@@ -286,7 +285,7 @@ enum Refusal {
 /// Success: back to the page, looking the tenant up (post/redirect/get). Refusal: the page
 /// again with the reason, and a status saying whose problem it is.
 async fn after_placement(
-    state: &AppState,
+    state: &AdminState,
     cross: &CrossShard,
     jar: CookieJar,
     tenant: String,

@@ -2,6 +2,7 @@
 //! shard primary, so a tenant always sees its own writes at once (read-your-own-writes);
 //! `/api/tags` is an aggregate that tolerates lag and reads from the shard's replica.
 
+use axum::extract::FromRef;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
@@ -9,18 +10,24 @@ use axum::{Json, Router};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
+use super::error::{BookmarkError, BookmarkPath, NO_SUCH_BOOKMARK};
 use super::model::{Bookmark, NewBookmarkInput, PatchInput};
 use super::store::{self, ListQuery, Listed, StoreError};
+use crate::sharding::access::Shards;
+use crate::tenancy::TenantHeader;
 use crate::web::error::ApiError;
-use crate::web::extract::{
-    ApiJson, ApiPath, ApiQuery, QueryFailure, ShardedDb, ShardedReadDb, Tenant,
-};
-use crate::web::state::AppState;
+use crate::web::extract::{ApiJson, ApiQuery, QueryFailure, ShardedDb, ShardedReadDb, Tenant};
 
 pub const DEFAULT_PAGE: i64 = 20;
 pub const MAX_PAGE: i64 = 100;
 
-pub fn routes() -> Router<AppState> {
+/// The tenant's JSON API.
+pub fn routes<S>() -> Router<S>
+where
+    S: Clone + Send + Sync + 'static,
+    Shards: FromRef<S>,
+    TenantHeader: FromRef<S>,
+{
     Router::new()
         .route("/api/bookmarks", get(list).post(create))
         .route(
@@ -92,7 +99,7 @@ impl QueryFailure for StoreError {
     fn into_api(self, classify: &dyn Fn(diesel::result::Error) -> ApiError) -> ApiError {
         match self {
             StoreError::Db(e) => classify(e),
-            StoreError::Duplicate { existing } => ApiError::DuplicateUrl { existing },
+            StoreError::Duplicate { existing } => BookmarkError::DuplicateUrl { existing }.into(),
         }
     }
 }
@@ -110,7 +117,7 @@ async fn create(
     mut db: ShardedDb,
     ApiJson(input): ApiJson<NewBookmarkInput>,
 ) -> Result<Response, ApiError> {
-    let draft = input.validate().map_err(ApiError::Validation)?;
+    let draft = input.validate().map_err(BookmarkError::Validation)?;
     let created = db
         .write(async |c| store::insert(c, &tenant, &draft).await)
         .await?;
@@ -138,34 +145,34 @@ async fn list(
 async fn show(
     Tenant(tenant): Tenant,
     mut db: ShardedDb,
-    ApiPath(id): ApiPath<Uuid>,
+    BookmarkPath(id): BookmarkPath<Uuid>,
 ) -> Result<Response, ApiError> {
     match db.read(async |c| store::get(c, &tenant, id).await).await? {
         Some(b) => Ok(view(&db, &b)),
-        None => Err(ApiError::NotFound("no bookmark has that id")),
+        None => Err(ApiError::NotFound(NO_SUCH_BOOKMARK)),
     }
 }
 
 async fn update(
     Tenant(tenant): Tenant,
     mut db: ShardedDb,
-    ApiPath(id): ApiPath<Uuid>,
+    BookmarkPath(id): BookmarkPath<Uuid>,
     ApiJson(input): ApiJson<PatchInput>,
 ) -> Result<Response, ApiError> {
-    let patch = input.validate().map_err(ApiError::Validation)?;
+    let patch = input.validate().map_err(BookmarkError::Validation)?;
     match db
         .write(async |c| store::update(c, &tenant, id, &patch).await)
         .await?
     {
         Some(b) => Ok(view(&db, &b)),
-        None => Err(ApiError::NotFound("no bookmark has that id")),
+        None => Err(ApiError::NotFound(NO_SUCH_BOOKMARK)),
     }
 }
 
 async fn remove(
     Tenant(tenant): Tenant,
     mut db: ShardedDb,
-    ApiPath(id): ApiPath<Uuid>,
+    BookmarkPath(id): BookmarkPath<Uuid>,
 ) -> Result<Response, ApiError> {
     if db
         .write(async |c| store::delete(c, &tenant, id).await)
@@ -173,7 +180,7 @@ async fn remove(
     {
         Ok(StatusCode::NO_CONTENT.into_response())
     } else {
-        Err(ApiError::NotFound("no bookmark has that id"))
+        Err(ApiError::NotFound(NO_SUCH_BOOKMARK))
     }
 }
 

@@ -3,13 +3,30 @@
 //! computes a slot.
 
 pub mod api;
+pub mod error;
 pub mod model;
 pub mod schema;
 pub mod stats;
 pub mod store;
 pub mod ui;
 
+use axum::Router;
+use axum::extract::FromRef;
+
+use crate::sharding::access::Shards;
 use crate::sharding::tenant_rows::TenantTable;
+use crate::tenancy::TenantHeader;
+
+/// The tenant's own routes: the JSON API and the HTML UI. (`stats::routes` is the feature's
+/// one route without a tenant.)
+pub fn router<S>() -> Router<S>
+where
+    S: Clone + Send + Sync + 'static,
+    Shards: FromRef<S>,
+    TenantHeader: FromRef<S>,
+{
+    api::routes().merge(ui::routes())
+}
 
 /// Every shard table holding tenant rows, for tools that count, copy or verify a tenant's
 /// data without knowing what it is (placement checks, moves).

@@ -2,13 +2,14 @@
 //! `CrossShard` (replica-aware: cross-tenant numbers tolerate lag) and degrades to a
 //! partial answer when a shard is down.
 
-use axum::Json;
-use axum::extract::State;
+use axum::extract::{FromRef, State};
+use axum::routing::get;
+use axum::{Json, Router};
 use serde::Serialize;
 
 use super::store;
+use crate::sharding::access::Shards;
 use crate::sharding::cross_shard::{CrossShard, Server, public_reason};
-use crate::web::state::AppState;
 
 #[derive(Serialize)]
 pub struct ShardStats {
@@ -31,14 +32,24 @@ pub struct StatsView {
     pub shards: Vec<ShardStats>,
 }
 
-pub async fn stats(State(state): State<AppState>, cross: CrossShard) -> Json<StatsView> {
+/// `/api/stats`: no tenant, so it passes no tenant's bulkhead.
+pub fn routes<S>() -> Router<S>
+where
+    S: Clone + Send + Sync + 'static,
+    Shards: FromRef<S>,
+    CrossShard: FromRef<S>,
+{
+    Router::new().route("/api/stats", get(stats))
+}
+
+async fn stats(State(shards): State<Shards>, cross: CrossShard) -> Json<StatsView> {
     let fan_out = cross
         .read(|conn| Box::pin(async move { store::shard_counts(conn).await }))
         .await;
     let shards = fan_out
         .answers
         .into_iter()
-        .zip(state.shards.set().iter())
+        .zip(shards.set().iter())
         .map(|(answer, shard)| {
             let base = ShardStats {
                 name: answer.shard,

@@ -5,7 +5,7 @@
 use askama::Template;
 use askama_web::WebTemplate;
 use axum::Router;
-use axum::extract::Query;
+use axum::extract::{FromRef, FromRequestParts, Query, State};
 use axum::http::StatusCode;
 use axum::http::request::Parts;
 use axum::response::{IntoResponse, Redirect, Response};
@@ -16,17 +16,24 @@ use serde::Deserialize;
 use uuid::Uuid;
 
 use super::api::ListParams;
+use super::error::{BookmarkError, BookmarkPath, NO_SUCH_BOOKMARK};
 use super::model::{FieldError, NewBookmarkInput, PatchInput, split_tags};
-use super::store::{self, Listed};
-use crate::tenancy::{self, TENANT_COOKIE, TenantId};
+use super::store::{self, Listed, StoreError};
+use crate::sharding::access::Shards;
+use crate::tenancy::{self, TENANT_COOKIE, TenantHeader, TenantId};
 use crate::web::csrf;
 use crate::web::error::ApiError;
-use crate::web::extract::{ApiPath, ShardedDb, Tenant, UiForm};
-use crate::web::state::AppState;
+use crate::web::extract::{ShardedDb, Tenant, UiForm};
 
-pub fn routes() -> Router<AppState> {
+/// The HTML pages.
+pub fn routes<S>() -> Router<S>
+where
+    S: Clone + Send + Sync + 'static,
+    Shards: FromRef<S>,
+    TenantHeader: FromRef<S>,
+{
     Router::new()
-        .route("/", get(home))
+        .route("/", get(home::<S>))
         .route("/tenant", get(picker).post(choose_tenant))
         .route("/bookmarks/new", get(new_form))
         .route("/bookmarks", post(create))
@@ -116,14 +123,20 @@ struct CsrfForm {
 }
 
 /// The list for the current tenant, or the picker when there is none.
-async fn home(
-    parts: Parts,
+async fn home<S>(
+    mut parts: Parts,
     jar: CookieJar,
-    state: axum::extract::State<AppState>,
+    State(state): State<S>,
     Query(params): Query<ListParams>,
-) -> Result<Response, ApiError> {
+) -> Result<Response, ApiError>
+where
+    S: Send + Sync,
+    Shards: FromRef<S>,
+    TenantHeader: FromRef<S>,
+{
     let (jar, csrf) = csrf::token(jar);
-    let tenant = match tenancy::resolve(&parts, &state.settings.tenancy.header) {
+    let header = TenantHeader::from_ref(&state);
+    let tenant = match tenancy::resolve(&parts, header.as_str()) {
         Ok(t) => t,
         Err(_) => {
             return Ok((
@@ -140,7 +153,7 @@ async fn home(
     let tag = params.tag.clone().unwrap_or_default();
     let q = params.q.clone().unwrap_or_default();
     let query = params.parse()?;
-    let mut db = shard_db(parts, &state).await?;
+    let mut db = ShardedDb::from_request_parts(&mut parts, &state).await?;
     let page = db
         .read(async |c| store::list(c, &tenant, &query).await)
         .await?;
@@ -157,11 +170,6 @@ async fn home(
         },
     )
         .into_response())
-}
-
-async fn shard_db(mut parts: Parts, state: &AppState) -> Result<ShardedDb, ApiError> {
-    use axum::extract::FromRequestParts;
-    ShardedDb::from_request_parts(&mut parts, state).await
 }
 
 async fn picker(jar: CookieJar) -> impl IntoResponse {
@@ -231,13 +239,40 @@ fn refill(form: &BookmarkForm, tenant: &TenantId, csrf: String, id: Option<Uuid>
     }
 }
 
+/// Why a form was not saved.
+enum FormFailure {
+    Bookmark(BookmarkError),
+    Other(ApiError),
+}
+
+/// Runs a store write, keeping a duplicate URL apart so that the form can say so.
+fn duplicate_apart<T>(
+    result: Result<T, StoreError>,
+) -> Result<Result<T, BookmarkError>, StoreError> {
+    match result {
+        Err(StoreError::Duplicate { existing }) => {
+            Ok(Err(BookmarkError::DuplicateUrl { existing }))
+        }
+        other => other.map(Ok),
+    }
+}
+
+/// A write's outcome for a form: saved, or why not.
+fn saved<T>(outcome: Result<Result<T, BookmarkError>, ApiError>) -> Result<T, FormFailure> {
+    match outcome {
+        Ok(Ok(value)) => Ok(value),
+        Ok(Err(e)) => Err(FormFailure::Bookmark(e)),
+        Err(e) => Err(FormFailure::Other(e)),
+    }
+}
+
 /// A form re-rendered with its problems; the status says what kind of failure it was.
-fn form_failure(page: FormPage, err: ApiError) -> Response {
+fn form_failure(page: FormPage, err: FormFailure) -> Response {
     match err {
-        ApiError::Validation(fields) => {
+        FormFailure::Bookmark(BookmarkError::Validation(fields)) => {
             (StatusCode::UNPROCESSABLE_ENTITY, page.with_errors(&fields)).into_response()
         }
-        ApiError::DuplicateUrl { existing } => {
+        FormFailure::Bookmark(BookmarkError::DuplicateUrl { existing }) => {
             let message = format!("You already saved this URL (bookmark {existing}).");
             (
                 StatusCode::CONFLICT,
@@ -248,7 +283,7 @@ fn form_failure(page: FormPage, err: ApiError) -> Response {
             )
                 .into_response()
         }
-        other => other.into_response(),
+        FormFailure::Other(other) => other.into_response(),
     }
 }
 
@@ -267,11 +302,11 @@ async fn create(
         tags: split_tags(&form.tags),
     };
     let result = match input.validate() {
-        Err(fields) => Err(ApiError::Validation(fields)),
-        Ok(draft) => {
-            db.write(async |c| store::insert(c, &tenant, &draft).await)
-                .await
-        }
+        Err(fields) => Err(FormFailure::Bookmark(BookmarkError::Validation(fields))),
+        Ok(draft) => saved(
+            db.write(async |c| duplicate_apart(store::insert(c, &tenant, &draft).await))
+                .await,
+        ),
     };
     match result {
         Ok(_) => Ok(Redirect::to("/").into_response()),
@@ -283,13 +318,13 @@ async fn edit_form(
     Tenant(tenant): Tenant,
     jar: CookieJar,
     mut db: ShardedDb,
-    ApiPath(id): ApiPath<Uuid>,
+    BookmarkPath(id): BookmarkPath<Uuid>,
 ) -> Result<Response, ApiError> {
     let (jar, csrf) = csrf::token(jar);
     let b = db
         .read(async |c| store::get(c, &tenant, id).await)
         .await?
-        .ok_or(ApiError::NotFound("no bookmark has that id"))?;
+        .ok_or(ApiError::NotFound(NO_SUCH_BOOKMARK))?;
     let page = FormPage {
         csrf,
         tenant: tenant.to_string(),
@@ -307,7 +342,7 @@ async fn update(
     Tenant(tenant): Tenant,
     jar: CookieJar,
     mut db: ShardedDb,
-    ApiPath(id): ApiPath<Uuid>,
+    BookmarkPath(id): BookmarkPath<Uuid>,
     UiForm(form): UiForm<BookmarkForm>,
 ) -> Result<Response, ApiError> {
     csrf::check(&jar, &form.csrf)?;
@@ -319,15 +354,15 @@ async fn update(
         tags: Some(split_tags(&form.tags)),
     };
     let result = match input.validate() {
-        Err(fields) => Err(ApiError::Validation(fields)),
-        Ok(patch) => {
-            db.write(async |c| store::update(c, &tenant, id, &patch).await)
-                .await
-        }
+        Err(fields) => Err(FormFailure::Bookmark(BookmarkError::Validation(fields))),
+        Ok(patch) => saved(
+            db.write(async |c| duplicate_apart(store::update(c, &tenant, id, &patch).await))
+                .await,
+        ),
     };
     match result {
         Ok(Some(_)) => Ok(Redirect::to("/").into_response()),
-        Ok(None) => Err(ApiError::NotFound("no bookmark has that id")),
+        Ok(None) => Err(ApiError::NotFound(NO_SUCH_BOOKMARK)),
         Err(e) => Ok(form_failure(page, e)),
     }
 }
@@ -336,7 +371,7 @@ async fn delete(
     Tenant(tenant): Tenant,
     jar: CookieJar,
     mut db: ShardedDb,
-    ApiPath(id): ApiPath<Uuid>,
+    BookmarkPath(id): BookmarkPath<Uuid>,
     UiForm(form): UiForm<CsrfForm>,
 ) -> Result<Response, ApiError> {
     csrf::check(&jar, &form.csrf)?;

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use super::EXIT_CONFIG;
 use crate::configuration::Settings;
 use crate::jobs::{Job, queue};
-use crate::sharding::shard_set::{PgConn, build_pool};
+use crate::sharding::pool::{PgConn, build_pool};
 use crate::startup::{Application, ServeOptions};
 use crate::tenancy::TenantId;
 

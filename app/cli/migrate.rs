@@ -3,7 +3,7 @@
 use std::process::ExitCode;
 
 use crate::configuration::Settings;
-use crate::migrate::{self, Selection};
+use crate::migrate::{self, TargetFilter};
 
 #[derive(Debug, clap::Args)]
 #[command(args_conflicts_with_subcommands = true)]
@@ -35,14 +35,14 @@ pub async fn run(settings: Settings, args: MigrateArgs) -> ExitCode {
             shard,
             control_only,
         }) => (
-            Selection {
+            TargetFilter {
                 shard,
                 control_only,
             },
             true,
         ),
         None => (
-            Selection {
+            TargetFilter {
                 shard: args.shard,
                 control_only: args.control_only,
             },

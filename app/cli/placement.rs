@@ -12,7 +12,7 @@ use crate::configuration::Settings;
 use crate::sharding::ShardSet;
 use crate::sharding::directory::placement::{Change, PlacementError, Placer, pin_entries};
 use crate::sharding::directory::table;
-use crate::sharding::shard_set::{PgPool, build_pool};
+use crate::sharding::pool::{PgPool, build_pool};
 use crate::tenancy::TenantId;
 
 #[derive(Debug, clap::Args)]

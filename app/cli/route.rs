@@ -8,7 +8,7 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use crate::configuration::Settings;
-use crate::sharding::shard_set::build_pool;
+use crate::sharding::pool::build_pool;
 use crate::sharding::{DirectoryRouter, PinRouter, RouteError, ShardKey, ShardSet};
 
 #[derive(Debug, clap::Args)]

@@ -3,7 +3,7 @@
 
 use serde::Serialize;
 
-use super::busiest::Report;
+use super::busiest::BusiestReport;
 
 /// A tenant making at least this share of its shard's requests dominates it.
 pub const DOMINANT_SHARE: f64 = 0.3;
@@ -39,7 +39,7 @@ impl Advice {
 }
 
 /// Advice for every dominating tenant of `report`, given every configured shard's name.
-pub fn advise(report: &Report, shard_names: &[&str]) -> Vec<Advice> {
+pub fn advise(report: &BusiestReport, shard_names: &[&str]) -> Vec<Advice> {
     let served = |shard: &str| {
         report
             .shards
@@ -93,8 +93,8 @@ mod tests {
         }
     }
 
-    fn report(tenants: Vec<TenantLoad>, shards: &[(&str, u64)]) -> Report {
-        Report {
+    fn report(tenants: Vec<TenantLoad>, shards: &[(&str, u64)]) -> BusiestReport {
+        BusiestReport {
             window_seconds: 60,
             tenants,
             shards: shards.iter().map(|(s, n)| ((*s).to_owned(), *n)).collect(),

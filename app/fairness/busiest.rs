@@ -99,7 +99,7 @@ pub struct TenantLoad {
 
 /// The report: busiest tenants first, and each shard's total.
 #[derive(Debug, Clone, Serialize)]
-pub struct Report {
+pub struct BusiestReport {
     pub window_seconds: u64,
     pub tenants: Vec<TenantLoad>,
     pub shards: Vec<(String, u64)>,
@@ -128,7 +128,7 @@ impl Busiest {
     }
 
     /// The `TOP` busiest tenants of the current and previous windows.
-    pub fn report(&self) -> Report {
+    pub fn report(&self) -> BusiestReport {
         let now = Instant::now();
         let mut windows = self.windows.lock().unwrap_or_else(|p| p.into_inner());
         windows.rotate(now, self.window);
@@ -253,7 +253,7 @@ impl Window {
         }
     }
 
-    fn report(mut self, span: Duration) -> Report {
+    fn report(mut self, span: Duration) -> BusiestReport {
         self.entries
             .sort_by(|a, b| b.count.cmp(&a.count).then(a.tenant.cmp(&b.tenant)));
         self.entries.truncate(TOP);
@@ -283,7 +283,7 @@ impl Window {
                 }
             })
             .collect();
-        Report {
+        BusiestReport {
             window_seconds: span.as_secs(),
             tenants,
             shards: self.shards,

@@ -13,33 +13,67 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use axum::extract::Request;
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use tower::Service;
 
-use crate::tenancy;
+use crate::tenancy::{self, TenantHeader};
 use crate::web::around::{Answer, Around};
-use crate::web::error::ApiError;
+use crate::web::error::{ApiError, Reply};
 use crate::web::extract::{RequestFacts, remember_tenant};
-use crate::web::state::AppState;
+use crate::web::metrics::MetricSource;
 use bulkhead::Bulkhead;
 use busiest::{Busiest, Outcome};
 
+/// This process's bulkhead and busiest-tenant summary; cheap to clone (handlers' state).
+#[derive(Clone)]
 pub struct Fairness {
-    pub bulkhead: Arc<Bulkhead>,
-    pub busiest: Busiest,
+    bulkhead: Arc<Bulkhead>,
+    busiest: Arc<Busiest>,
+}
+
+/// Why the fairness layer refused a request.
+#[derive(Debug, thiserror::Error)]
+pub enum FairnessError {
+    #[error("this tenant already has {limit} requests in progress on this server")]
+    TenantBusy { limit: u32 },
+}
+
+impl From<FairnessError> for ApiError {
+    fn from(e: FairnessError) -> Self {
+        let FairnessError::TenantBusy { limit } = e;
+        let reply = Reply::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "tenant_busy",
+            format!(
+                "{e}; nothing was done, retry after Retry-After seconds (at most {limit} \
+                 requests of one tenant run at once, so that its shard's other tenants are \
+                 served too)"
+            ),
+        )
+        .detail("limit", limit)
+        // A tenant's requests in progress usually finish within milliseconds.
+        .retry_after(1);
+        ApiError::Feature(Box::new(reply))
+    }
 }
 
 impl Fairness {
     pub fn new(max_in_flight_per_tenant: u32) -> Self {
         Self {
             bulkhead: Bulkhead::new(max_in_flight_per_tenant),
-            busiest: Busiest::new(),
+            busiest: Arc::new(Busiest::new()),
         }
+    }
+
+    /// At most this many requests of one tenant run at once in this process.
+    pub fn limit(&self) -> u32 {
+        self.bulkhead.limit()
     }
 
     /// The busiest tenants and, for those that dominate a shard, where they would go, given
     /// every configured shard's name.
-    pub fn report(&self, shard_names: &[&str]) -> (busiest::Report, Vec<advice::Advice>) {
+    pub fn report(&self, shard_names: &[&str]) -> (busiest::BusiestReport, Vec<advice::Advice>) {
         let report = self.busiest.report();
         let advice = advice::advise(&report, shard_names);
         (report, advice)
@@ -48,9 +82,8 @@ impl Fairness {
     /// The busiest tenants as Prometheus text: a fixed number of series (`busiest::TOP`
     /// tenants), never a label per tenant ever seen. Rendered at scrape time so that a tenant
     /// that drops out of the top leaves no series behind.
-    pub fn prometheus_text(&self) -> String {
+    pub fn prometheus_text(&self, out: &mut String) {
         let report = self.busiest.report();
-        let mut out = String::new();
         let mut family = |name: &str, help: &str, value: &dyn Fn(&busiest::TenantLoad) -> f64| {
             let _ = writeln!(out, "# HELP {name} {help}");
             let _ = writeln!(out, "# TYPE {name} gauge");
@@ -86,33 +119,39 @@ impl Fairness {
             "The tenant's 99th percentile latency (upper bound of a coarse bucket).",
             &|t| t.p99_ms / 1000.0,
         );
-        out
+    }
+}
+
+impl MetricSource for Fairness {
+    fn prometheus_text(&self, out: &mut String) {
+        Fairness::prometheus_text(self, out);
     }
 }
 
 /// Wraps the tenant routes: admits each request through its tenant's bulkhead (or answers
 /// 429) and records the outcome for the busiest-tenant summary. Requests without a valid
 /// tenant pass untouched; the handler answers them with its own 400.
-/// As a layer: `AroundLayer(Guard::new(state))`.
+/// As a layer: `AroundLayer(Admission::new(fairness, header))`.
 #[derive(Clone)]
-pub struct Guard {
-    state: AppState,
+pub struct Admission {
+    fairness: Fairness,
+    header: TenantHeader,
 }
 
-impl Guard {
-    pub fn new(state: AppState) -> Self {
-        Self { state }
+impl Admission {
+    pub fn new(fairness: Fairness, header: TenantHeader) -> Self {
+        Self { fairness, header }
     }
 }
 
-impl Around for Guard {
+impl Around for Admission {
     fn around<S>(&self, inner: &mut S, request: Request) -> Answer
     where
         S: Service<Request, Response = Response, Error = Infallible>,
         S::Future: Send + 'static,
     {
         let (parts, body) = request.into_parts();
-        let Ok(tenant) = tenancy::resolve(&parts, &self.state.settings.tenancy.header) else {
+        let Ok(tenant) = tenancy::resolve(&parts, self.header.as_str()) else {
             // The handler's extractor answers with the precise error.
             return Box::pin(inner.call(Request::from_parts(parts, body)));
         };
@@ -120,7 +159,7 @@ impl Around for Guard {
         // Facts first, so that the tenant is kept in them even without an outer layer.
         let facts = RequestFacts::of(&mut request);
         remember_tenant(request.extensions_mut(), &tenant);
-        let fairness = &self.state.fairness;
+        let fairness = &self.fairness;
         let started = Instant::now();
         let Some(permit) = fairness.bulkhead.try_enter(&tenant) else {
             metrics::counter!("tenant_bulkhead_rejections_total").increment(1);
@@ -132,17 +171,17 @@ impl Around for Guard {
                     rejected: true,
                 },
             );
-            let busy = ApiError::TenantBusy {
+            let busy = ApiError::from(FairnessError::TenantBusy {
                 limit: fairness.bulkhead.limit(),
-            };
+            });
             return Box::pin(std::future::ready(Ok(busy.into_response())));
         };
         let answer = inner.call(request);
-        let state = self.state.clone();
+        let busiest = Arc::clone(&fairness.busiest);
         Box::pin(async move {
             let answer = answer.await;
             drop(permit);
-            state.fairness.busiest.record(
+            busiest.record(
                 &tenant,
                 Outcome {
                     shard: facts.shard(),

@@ -10,7 +10,8 @@ use tracing::Instrument;
 
 use super::{Job, queue};
 use crate::sharding::access::Shards;
-use crate::sharding::shard_set::PgPool;
+use crate::sharding::pool::PgPool;
+use crate::web::metrics::MetricSource;
 
 #[derive(Debug, Clone, Copy)]
 pub struct WorkerOptions {
@@ -174,6 +175,23 @@ async fn with_heartbeat(
     tokio::select! {
         outcome = work => outcome,
         () = beat => unreachable!("the heartbeat loop never ends"),
+    }
+}
+
+impl MetricSource for JobCounts {
+    fn record(&self) {
+        for (job_state, n) in self.snapshot() {
+            metrics::gauge!("jobs", "state" => job_state).set(n as f64);
+        }
+    }
+
+    fn actuator(&self, out: &mut serde_json::Map<String, serde_json::Value>) {
+        let counts = self
+            .snapshot()
+            .into_iter()
+            .map(|(job_state, n)| (job_state, serde_json::json!(n)))
+            .collect();
+        out.insert("jobs".to_owned(), serde_json::Value::Object(counts));
     }
 }
 

@@ -9,9 +9,10 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
-use super::MoveRecord;
-use super::plan::Selection;
-use super::runner::{MoveError, Mover};
+use super::error::MoveError;
+use super::mover::Mover;
+use super::plan::TenantSelection;
+use super::record::{MoveRecord, Step};
 use crate::bookmarks::TENANT_TABLES;
 use crate::configuration::{ConfigPath, Settings};
 use crate::sharding::SLOT_COUNT;
@@ -109,19 +110,22 @@ pub struct Grace {
 }
 
 impl Target {
-    fn selection(&self) -> Result<Selection, MoveError> {
+    fn selection(&self) -> Result<TenantSelection, MoveError> {
         match self.slot {
-            Some(slot) => Ok(Selection::Slot(slot)),
+            Some(slot) => Ok(TenantSelection::Slot(slot)),
             None => {
                 let mut tenants = Vec::with_capacity(self.tenants.len());
                 for raw in &self.tenants {
-                    let tenant = TenantId::parse(raw)
-                        .map_err(|e| MoveError::Refused(format!("--tenant {raw:?}: {e}")))?;
+                    let tenant =
+                        TenantId::parse(raw).map_err(|reason| MoveError::InvalidTenant {
+                            raw: raw.clone(),
+                            reason,
+                        })?;
                     if !tenants.contains(&tenant.as_str().to_owned()) {
                         tenants.push(tenant.as_str().to_owned());
                     }
                 }
-                Ok(Selection::Tenants(tenants))
+                Ok(TenantSelection::Tenants(tenants))
             }
         }
     }
@@ -148,14 +152,85 @@ pub fn main() -> ExitCode {
     };
     match runtime.block_on(run(&settings, cli.command)) {
         Ok(()) => ExitCode::SUCCESS,
-        Err(MoveError::Refused(why)) => {
-            eprintln!("error: {why}");
-            ExitCode::from(EXIT_REFUSED)
+        Err(e) => {
+            eprintln!("error: {}", explain(&e));
+            if e.is_refusal() {
+                ExitCode::from(EXIT_REFUSED)
+            } else {
+                ExitCode::FAILURE
+            }
         }
-        Err(MoveError::Failed(why)) => {
-            eprintln!("error: {why}");
-            ExitCode::FAILURE
+    }
+}
+
+/// What went wrong and, for a refusal, what to run instead.
+pub fn explain(e: &MoveError) -> String {
+    let resume_or_abort = |id: i64| {
+        format!(
+            "`move_slot status {id}` shows where it stands, `move_slot resume {id}` finishes \
+             it, `move_slot abort {id}` undoes it"
+        )
+    };
+    let move_back = |m: &MoveRecord| {
+        format!(
+            "`move_slot run --from {} --to {} {}`",
+            m.to,
+            m.from,
+            m.selection_args()
+        )
+    };
+    match e {
+        MoveError::Busy { move_id, .. } => format!("{e}: {}", resume_or_abort(*move_id)),
+        MoveError::DifferentMove { other } => format!(
+            "those tenants are in move {} ({} from {} to {}, state {}), which is a different \
+             move: use `move_slot resume {0}` or `move_slot abort {0}`",
+            other.id,
+            other.tenants.join(", "),
+            other.from,
+            other.to,
+            other.state
+        ),
+        MoveError::NoMoveFound { from, to } => format!(
+            "{e}; start one with `move_slot copy --from {from} --to {to} …` (or `move_slot run`)"
+        ),
+        MoveError::ClaimedElsewhere { move_id } => {
+            format!("{e}; wait for it, or stop it and `move_slot resume {move_id}`")
         }
+        MoveError::OutOfOrder { record, step } => {
+            let advice = match record.state.next_step() {
+                None => format!(
+                    "move {} is {}: there is nothing left to do",
+                    record.id, record.state
+                ),
+                Some(next) => format!(
+                    "its next step is `move_slot {} --from {} --to {} {}{}` (or `move_slot \
+                     resume {}`)",
+                    next.command(),
+                    record.from,
+                    record.to,
+                    record.selection_args(),
+                    if next == Step::Delete {
+                        " --confirm"
+                    } else {
+                        ""
+                    },
+                    record.id
+                ),
+            };
+            format!(
+                "{e} and {} needs it {}; {advice}",
+                step.command(),
+                step.needs()
+            )
+        }
+        MoveError::AbortAfterDone { record } => format!(
+            "{e}; to undo it, move the tenants back: {}",
+            move_back(record)
+        ),
+        MoveError::AbortAfterWrites { record } => {
+            format!("{e}; move them back instead: {}", move_back(record))
+        }
+        _ => e.to_string(),
     }
 }
 
@@ -194,14 +269,14 @@ async fn run(settings: &Settings, command: Command) -> Result<(), MoveError> {
                 }
             };
             mover.claim(&m).await?;
-            let result = mover.copy(&mut m).await;
+            let result = mover.step(&mut m, Step::Copy, default_grace).await;
             finish(&mover, &m, result).await
         }
-        Command::Verify(target) => step(&mut mover, &target, Step::Verify).await,
-        Command::Repin(target) => step(&mut mover, &target, Step::Repin).await,
+        Command::Verify(target) => step(&mut mover, &target, Step::Verify, default_grace).await,
+        Command::Repin(target) => step(&mut mover, &target, Step::Repin, default_grace).await,
         Command::Delete { target, grace, .. } => {
             let grace = grace.grace.unwrap_or(default_grace);
-            step(&mut mover, &target, Step::Delete(grace)).await
+            step(&mut mover, &target, Step::Delete, grace).await
         }
         Command::Run {
             target,
@@ -244,28 +319,22 @@ async fn run(settings: &Settings, command: Command) -> Result<(), MoveError> {
     }
 }
 
-enum Step {
-    Verify,
-    Repin,
-    Delete(Duration),
-}
-
 /// A step command on an existing move (only `copy` starts one).
-async fn step(mover: &mut Mover, target: &Target, step: Step) -> Result<(), MoveError> {
+async fn step(
+    mover: &mut Mover,
+    target: &Target,
+    step: Step,
+    grace: Duration,
+) -> Result<(), MoveError> {
     let selection = target.selection()?;
     let Some(mut m) = mover.find(&target.from, &target.to, &selection).await? else {
-        return Err(MoveError::Refused(format!(
-            "no unfinished move of those tenants from {} to {}; start one with `move_slot copy \
-             --from {} --to {} …` (or `move_slot run`)",
-            target.from, target.to, target.from, target.to
-        )));
+        return Err(MoveError::NoMoveFound {
+            from: target.from.clone(),
+            to: target.to.clone(),
+        });
     };
     mover.claim(&m).await?;
-    let result = match step {
-        Step::Verify => mover.verify(&mut m).await,
-        Step::Repin => mover.repin(&mut m).await,
-        Step::Delete(grace) => mover.delete(&mut m, grace).await,
-    };
+    let result = mover.step(&mut m, step, grace).await;
     finish(mover, &m, result).await
 }
 

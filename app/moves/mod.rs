@@ -9,25 +9,32 @@
 //! - Guard changes wait for the tenant's in-flight writes and hold off new ones (a per-tenant
 //!   advisory lock the trigger takes shared), so a write either lands before a change, and
 //!   is seen by the next copy, or after it, and obeys it.
-//! - [`copy`]: capture on, then a bulk `COPY` from one snapshot, then catch-up rounds that
-//!   re-copy logged keys. [`verify`]: fence, drain the log, compare per-table row counts and
-//!   checksums. Re-pin: the directory says "destination", the source says "departed".
-//!   Delete: only after every process's directory cache has had time to expire.
+//! - Copy: capture on, then a bulk `COPY` from one snapshot, then catch-up rounds that
+//!   re-copy logged keys ([`transfer`]). Verify: fence, drain the log, compare per-table row
+//!   counts and checksums ([`checksum`]). Re-pin: the directory says "destination", the
+//!   source says "departed". Delete: only after every process's directory cache has had
+//!   time to expire. One file per step under `steps/`; [`record`] says which step may run
+//!   in which state.
 //!
 //! A routing cache therefore only decides where a write is *tried*: the source refuses it
 //! from the fence on, whoever sent it. Moves are rows in the control database's
 //! `tenant_moves`; every step is idempotent, so a killed move is resumed or aborted.
 //! This module knows tables only as [`TenantTable`](crate::sharding::tenant_rows::TenantTable)s.
 
+pub mod checksum;
 pub mod cli;
 mod conn;
-mod copy;
-mod guard;
+mod context;
+pub mod error;
+pub mod mover;
+pub mod pause;
 pub mod plan;
 pub mod progress;
 pub mod record;
-pub mod runner;
-mod verify;
+mod steps;
+pub mod tenant_guard;
+pub mod transfer;
 
-pub use record::{MoveRecord, MoveState};
-pub use runner::{MoveError, Mover};
+pub use error::MoveError;
+pub use mover::Mover;
+pub use record::{MoveRecord, MoveState, Step};

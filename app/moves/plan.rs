@@ -12,7 +12,7 @@ use crate::sharding::{ShardKey, Topology};
 
 /// Which tenants a command is about.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Selection {
+pub enum TenantSelection {
     Tenants(Vec<String>),
     /// Every tenant hashing to this slot that has rows on the source.
     Slot(u16),

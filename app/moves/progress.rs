@@ -6,12 +6,12 @@ use std::sync::Mutex;
 
 use indicatif::{ProgressBar, ProgressStyle};
 
-pub struct Progress {
+pub struct MoveProgress {
     label: String,
     bar: Mutex<Option<ProgressBar>>,
 }
 
-impl Progress {
+impl MoveProgress {
     /// `label` prefixes every line, e.g. `move 7 (acme shard1→shard0)`.
     pub fn new(label: String) -> Self {
         Self {

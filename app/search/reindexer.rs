@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 use tokio_postgres::Client;
 
 use crate::sharding::{DbUrl, ShardSet};
+use crate::web::metrics::MetricSource;
 
 /// The leadership lock (session level, per shard database).
 pub const LEADER_LOCK: i64 = 0x6572_7573_6f6b_2200;
@@ -251,4 +252,28 @@ async fn observe(client: &Client, state: &ShardIndexState) -> Result<(), String>
         .lag_ms
         .store(row.get::<_, f64>(1).max(0.0) as u64, Ordering::Relaxed);
     Ok(())
+}
+
+impl MetricSource for IndexStates {
+    fn record(&self) {
+        for (shard, s) in &self.shards {
+            let s = s.snapshot();
+            let label = || ("shard", shard.clone());
+            metrics::gauge!("search_index_lag_seconds", &[label()]).set(s.lag_ms as f64 / 1000.0);
+            metrics::gauge!("search_index_pending", &[label()]).set(s.pending as f64);
+            metrics::gauge!("search_reindexer_leader", &[label()])
+                .set(f64::from(u8::from(s.leader_here)));
+            metrics::counter!("search_indexed_rows_total", &[label()]).absolute(s.indexed_here);
+        }
+    }
+
+    /// Per shard: backlog, lag, and whether this process leads its reindexing.
+    fn actuator(&self, out: &mut serde_json::Map<String, serde_json::Value>) {
+        let shards = self
+            .shards
+            .iter()
+            .map(|(shard, s)| (shard.clone(), serde_json::json!(s.snapshot())))
+            .collect();
+        out.insert("search_index".to_owned(), serde_json::Value::Object(shards));
+    }
 }

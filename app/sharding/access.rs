@@ -10,11 +10,12 @@ use diesel_async::AsyncPgConnection;
 use futures::StreamExt;
 
 use super::breaker::{Breaker, Role};
-use super::guarded::{CutOff, GuardedConn};
+use super::deadline::{CutOff, DeadlineConn};
+use super::pool::{CheckoutError, PgConn};
 use super::replicas::ReplicaStates;
 use super::router::{Route, RouteError, ShardRouter};
 use super::shard_name::ShardName;
-use super::shard_set::{CheckoutError, PgConn, Shard, ShardId, ShardSet};
+use super::shard_set::{Shard, ShardId, ShardSet};
 use super::slot::ShardKey;
 use super::topology::ReplicaFallback;
 
@@ -136,9 +137,9 @@ pub enum Intent {
 /// A connection checked out of one shard, with the shard's name for errors and labels.
 ///
 /// Statements run through [`ShardConn::within`] get the shard's query deadline; a
-/// connection whose statement was cut off is discarded, never pooled ([`GuardedConn`]).
+/// connection whose statement was cut off is discarded, never pooled ([`DeadlineConn`]).
 pub struct ShardConn {
-    conn: GuardedConn,
+    conn: DeadlineConn,
     pub shard: ShardId,
     pub name: ShardName,
     /// True when this read connection is on the replica rather than the primary.
@@ -149,9 +150,9 @@ impl ShardConn {
     /// `breaker` is that of the server `conn` came from.
     fn new(conn: PgConn, shard: &Shard, breaker: &Arc<Breaker>) -> Self {
         Self {
-            conn: GuardedConn::new(conn, Arc::clone(breaker), shard.query_timeout()),
+            conn: DeadlineConn::new(conn, Arc::clone(breaker), shard.query_timeout()),
             shard: shard.id(),
-            name: shard.shard_name().clone(),
+            name: shard.spec().name.clone(),
             on_replica: breaker.role() == Role::Replica,
         }
     }
@@ -290,7 +291,7 @@ impl Shards {
         self.primary(shard).await
     }
 
-    /// Runs `work` on every shard concurrently (at most [`FAN_OUT_LIMIT`] at once), each
+    /// Runs `work` on every shard concurrently (at most `FAN_OUT_LIMIT` at once), each
     /// bounded by `timeout`, and returns every shard's outcome in declaration order. One
     /// failing shard never hides the others' answers. `read` picks the replica-aware path.
     pub async fn each_shard<T, F, Fut>(

@@ -22,7 +22,7 @@ use diesel_async::{AsyncConnection, AsyncPgConnection};
 use quanta::Instant;
 
 use super::DbUrl;
-use super::shard_set::{CheckoutError, PgConn, PgPool};
+use super::pool::{CheckoutError, PgConn, PgPool};
 
 /// Pause between recovery attempts while a breaker is open.
 pub const RECOVERY_EVERY: Duration = Duration::from_millis(500);

@@ -10,8 +10,9 @@ use diesel::QueryableByName;
 use diesel::sql_types::{Bool, Text};
 use diesel_async::RunQueryDsl;
 
+use super::pool::PgPool;
 use super::replicas::ReplicaStates;
-use super::shard_set::{PgPool, Shard, ShardSet};
+use super::shard_set::{Shard, ShardSet};
 
 /// The outcome of probing one database.
 #[derive(Debug, Clone, serde::Serialize)]

@@ -1,18 +1,41 @@
 //! The sharding layer: how a routing key finds its Postgres shard.
 //!
-//! `key ──hash──▶ slot (0..16384) ──slot map──▶ shard`. The hash is a permanent contract
-//! ([`slot`]); the slot map is configuration ([`topology`]); pools live in [`shard_set`];
-//! [`router`] decides per key, so pinned tenants can bypass the hash, and [`directory`]
-//! adds runtime placement from the control database in front of both.
-//! Nothing here knows what a bookmark is.
+//! `key ──hash──▶ slot (0..16384) ──slot map──▶ shard`. Read bottom-up, each module uses
+//! only those above it in this list:
+//! - [`slot`] and [`slot_range`]: the hash, a permanent contract, and slot ranges;
+//! - [`shard_name`], [`db_url`], [`topology`]: configuration, validated on construction;
+//! - [`pool`]: a connection pool per database server, every wait bounded;
+//! - [`breaker`] and [`deadline`]: a circuit breaker per server, and the statement deadline
+//!   that tells a silent server from a slow one;
+//! - [`shard_set`]: the configured shards ([`Shard`]: one shard's pools and breakers;
+//!   [`ShardSet`]: all of them and the slot map);
+//! - [`router`]: the routing contract ([`Route`], [`ShardRouter`]), hash routing and config
+//!   pins; [`directory`] puts runtime placement from the control database in front of both;
+//! - [`replicas`], [`health`]: replica readiness and the probes behind it;
+//! - [`access`]: [`Shards`](access::Shards), what handlers and jobs reach shards through
+//!   (a router, the shard set and replica readiness together), and [`cross_shard`] for
+//!   tenant-free fan-out.
+//!
+//! Nothing here knows what a bookmark is: tools that copy or count a tenant's rows get its
+//! tables as [`tenant_rows::TenantTable`]s.
+//!
+//! Why `_autumn_`: the sharding framework's own tables (`_autumn_shard_directory` on the
+//! control database, `_autumn_tenant_guard` and `_autumn_move_changes` on every shard)
+//! share databases with the application's tables. The prefix keeps the two namespaces
+//! apart, so that no application table can collide with one, and it tells a reader of a
+//! schema dump which tables hold routing and move state that only the framework (its
+//! triggers, `bookmarks pin`, `move_slot`) may write. `autumn` is the framework the sharding
+//! guide describes; `autumn_jobs` keeps the guide's name for its job queue, and the
+//! features' own tables (`tenant_moves`, `bookmarks`, `bookmark_search`, …) have none.
 
 pub mod access;
 pub mod breaker;
 pub mod cross_shard;
 pub mod db_url;
+pub mod deadline;
 pub mod directory;
-pub mod guarded;
 pub mod health;
+pub mod pool;
 pub mod replicas;
 pub mod router;
 pub mod shard_name;
@@ -24,7 +47,7 @@ pub mod topology;
 
 pub use db_url::DbUrl;
 pub use directory::DirectoryRouter;
-pub use router::{HashRouter, PinRouter, Route, RouteError, RouteVia, ShardRouter};
+pub use router::{PinRouter, Route, RouteError, RouteVia, ShardRouter, hash_route};
 pub use shard_name::ShardName;
 pub use shard_set::{Shard, ShardId, ShardSet};
 pub use slot::{SLOT_COUNT, ShardKey, Slot};

@@ -1,7 +1,7 @@
-//! Routers decide which shard serves a key. The hash router is the default; the pin router
-//! lets configured tenants (whales, data-residency customers) bypass the hash; the
-//! directory router ([`super::directory`]) puts runtime placement from the control
-//! database in front of both.
+//! The routing contract: a [`Route`] (which shard serves a key, and which rule said so),
+//! the [`ShardRouter`] trait, hash routing, and the pin router that lets configured tenants
+//! (whales, data-residency customers) bypass the hash. The directory router
+//! ([`super::directory`]) puts runtime placement from the control database in front of both.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -78,17 +78,13 @@ impl<T: ShardRouter + ?Sized> ShardRouter for Arc<T> {
     }
 }
 
-/// key → slot → owning shard, nothing else.
-#[derive(Debug, Default, Clone, Copy)]
-pub struct HashRouter;
-
-impl ShardRouter for HashRouter {
-    fn route<'a>(
-        &'a self,
-        key: ShardKey<'a>,
-        shards: &'a ShardSet,
-    ) -> BoxFuture<'a, Result<Route, RouteError>> {
-        Box::pin(std::future::ready(Ok(shards.hash_route(key))))
+/// Hash routing without any router: key → slot → the slot's owner in the configured map.
+pub fn hash_route<'a>(shards: &ShardSet, key: impl Into<ShardKey<'a>>) -> Route {
+    let slot = key.into().slot();
+    Route {
+        slot,
+        shard: shards.shard_for_slot(slot).id(),
+        via: RouteVia::Hash,
     }
 }
 
@@ -130,7 +126,7 @@ impl PinRouter {
                 shard,
                 via: RouteVia::Pin,
             },
-            None => shards.hash_route(key),
+            None => hash_route(shards, key),
         }
     }
 }

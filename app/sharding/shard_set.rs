@@ -1,4 +1,5 @@
-//! `ShardSet`: the running shards, each with its own connection pools, plus the slot map.
+//! `ShardSet`: the configured shards, each with its own connection pools and breakers, and
+//! the slot map that says which of them owns a slot.
 //!
 //! Pools are built lazily (no connection is opened until the first checkout), so a
 //! `ShardSet` can be built by the CLI, by tests and at startup while databases are still
@@ -8,26 +9,11 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use deadpool::Runtime;
-use deadpool::managed::{Pool, PoolError, Timeouts};
-use diesel_async::AsyncPgConnection;
-use diesel_async::pooled_connection::{
-    AsyncDieselConnectionManager, ManagerConfig, PoolError as ConnectError, RecyclingMethod,
-};
-
-use super::DbUrl;
 use super::breaker::{Breaker, Role};
-use super::router::{Route, RouteVia};
-use super::shard_name::ShardName;
-use super::slot::{ShardKey, Slot};
+use super::db_url::DbUrl;
+use super::pool::{PgPool, PoolBuildError, build_pool};
+use super::slot::Slot;
 use super::topology::{ReplicaFallback, ShardSpec, Topology};
-
-/// A pool of connections to one Postgres server.
-pub type PgPool = Pool<AsyncDieselConnectionManager<AsyncPgConnection>>;
-/// A connection checked out of a [`PgPool`]; derefs to `AsyncPgConnection`.
-pub type PgConn = deadpool::managed::Object<AsyncDieselConnectionManager<AsyncPgConnection>>;
-/// Why a checkout failed (timeout, connection refused, …).
-pub type CheckoutError = PoolError<ConnectError>;
 
 /// A shard's position in declaration order; cheap to copy and compare.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -62,10 +48,6 @@ impl Shard {
 
     pub fn name(&self) -> &str {
         self.spec.name.as_str()
-    }
-
-    pub fn shard_name(&self) -> &ShardName {
-        &self.spec.name
     }
 
     pub fn spec(&self) -> &ShardSpec {
@@ -119,13 +101,6 @@ pub struct ShardSet {
     shards: Vec<Shard>,
 }
 
-#[derive(Debug, thiserror::Error)]
-#[error("cannot build the connection pool for {target}: {message}")]
-pub struct PoolBuildError {
-    pub target: String,
-    pub message: String,
-}
-
 impl ShardSet {
     /// Builds pools for every shard without connecting to any of them.
     pub fn new(topology: Arc<Topology>) -> Result<Self, PoolBuildError> {
@@ -175,24 +150,9 @@ impl ShardSet {
         &self.topology
     }
 
-    /// The slot a key hashes to. The same for every process, forever.
-    pub fn slot_for_key<'a>(&self, key: impl Into<ShardKey<'a>>) -> Slot {
-        key.into().slot()
-    }
-
     /// The shard that owns `slot` in the configured map.
     pub fn shard_for_slot(&self, slot: Slot) -> &Shard {
         &self.shards[self.topology.owner_of(slot.index())]
-    }
-
-    /// Hash routing without any router: key → slot → owner.
-    pub fn hash_route<'a>(&self, key: impl Into<ShardKey<'a>>) -> Route {
-        let slot = key.into().slot();
-        Route {
-            slot,
-            shard: self.shard_for_slot(slot).id,
-            via: RouteVia::Hash,
-        }
     }
 
     pub fn by_name(&self, name: &str) -> Option<&Shard> {
@@ -226,38 +186,4 @@ impl fmt::Debug for ShardSet {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_list().entries(&self.shards).finish()
     }
-}
-
-/// A lazily connecting pool whose every wait is bounded, so a dead server costs a request
-/// `connect_timeout` rather than the operating system's TCP timeout.
-///
-/// Checkouts do not ping (`RecyclingMethod::Fast`). A connection whose server closed it is
-/// still never handed out (the driver sees the socket close), and the ping would not help
-/// with a *silent* server: it would wait out the recycle timeout on every idle connection
-/// in turn before giving up, several seconds per request. Silence is caught instead by the
-/// query deadline and the circuit breakers ([`super::breaker`]). It also saves a round
-/// trip on every checkout.
-pub fn build_pool(
-    url: &DbUrl,
-    size: u32,
-    topology: &Topology,
-    target: &str,
-) -> Result<PgPool, PoolBuildError> {
-    let mut config = ManagerConfig::default();
-    config.recycling_method = RecyclingMethod::Fast;
-    let manager =
-        AsyncDieselConnectionManager::<AsyncPgConnection>::new_with_config(url.expose(), config);
-    Pool::builder(manager)
-        .max_size(size as usize)
-        .runtime(Runtime::Tokio1)
-        .timeouts(Timeouts {
-            wait: Some(topology.acquire_timeout),
-            create: Some(topology.connect_timeout),
-            recycle: Some(topology.connect_timeout.min(Duration::from_secs(2))),
-        })
-        .build()
-        .map_err(|e| PoolBuildError {
-            target: target.to_owned(),
-            message: e.to_string(),
-        })
 }

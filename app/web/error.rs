@@ -1,17 +1,23 @@
-//! `ApiError`: the one place where every layer's errors become HTTP responses.
+//! `ApiError`: the one place where errors become HTTP responses.
 //!
 //! Clients get `{"error":{"code":…,"message":…}}` with a status that says whose fault it is.
 //! Internal causes (database messages, pool errors) are never sent: they ride on the
 //! response as a [`Cause`] and the access log writes them on the request's own line.
+//!
+//! Everything an answer says comes from one [`Reply`], built by one match in
+//! [`ApiError::reply`]. The errors this layer knows are the framework's own (tenancy, shards,
+//! bodies, timeouts); a feature describes its own errors as a `Reply` and converts them with
+//! one `From` impl of its own ([`ApiError::Feature`]), so this file does not change when a
+//! feature is added.
 
 use axum::Json;
 use axum::extract::rejection::{FormRejection, JsonRejection, PathRejection, QueryRejection};
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use serde_json::{Value, json};
-use uuid::Uuid;
+use serde_json::{Map, Value, json};
+use tracing::Level;
 
-use crate::bookmarks::model::FieldError;
+use super::BODY_LIMIT_BYTES;
 use crate::sharding::RouteError;
 use crate::sharding::access::ShardError;
 use crate::tenancy::TenantError;
@@ -25,220 +31,171 @@ const RETRY_AFTER_SECONDS: u32 = 2;
 pub enum ApiError {
     #[error(transparent)]
     Tenant(#[from] TenantError),
-    #[error("validation failed")]
-    Validation(Vec<FieldError>),
     #[error("{message}")]
     BadRequest { code: &'static str, message: String },
     #[error("{0}")]
     NotFound(&'static str),
-    #[error("this tenant already has a bookmark for that URL")]
-    DuplicateUrl { existing: Uuid },
     #[error("the request body is larger than {limit} bytes")]
     PayloadTooLarge { limit: usize },
     #[error("the request must be sent as {0}")]
     UnsupportedMediaType(&'static str),
     #[error("the form was not submitted from this site")]
     CrossSite,
-    #[error("this page needs the admin token")]
-    Unauthorized,
     #[error("the control database is unreachable; try again later")]
     ControlUnavailable,
     #[error("{path} does not accept {method}")]
     MethodNotAllowed { method: String, path: String },
-    #[error("this tenant already has {limit} requests in progress on this server")]
-    TenantBusy { limit: u32 },
     #[error("the request took longer than {} ms and was abandoned", .0.as_millis())]
     RequestTimeout(std::time::Duration),
     #[error(transparent)]
     Shard(#[from] ShardError),
     #[error("internal error")]
     Internal(#[from] anyhow::Error),
+    /// A feature's own error, as the feature describes it.
+    #[error("{}", .0.message)]
+    Feature(Box<Reply>),
+}
+
+/// Everything an error answer says: status, the body's `code`, `message` and extra fields,
+/// `Retry-After`, other headers, and the cause the log gets (never the client).
+#[derive(Debug)]
+pub struct Reply {
+    pub status: StatusCode,
+    pub code: &'static str,
+    pub message: String,
+    pub details: Map<String, Value>,
+    pub retry_after: Option<u32>,
+    pub headers: Vec<(HeaderName, HeaderValue)>,
+    pub cause: Option<Cause>,
+}
+
+impl Reply {
+    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+        Self {
+            status,
+            code,
+            message: message.into(),
+            details: Map::new(),
+            retry_after: (status == StatusCode::SERVICE_UNAVAILABLE).then_some(RETRY_AFTER_SECONDS),
+            headers: Vec::new(),
+            cause: None,
+        }
+    }
+
+    /// An extra field of the error object (`"shard"`, `"fields"`, …).
+    pub fn detail(mut self, key: &str, value: impl Into<Value>) -> Self {
+        self.details.insert(key.to_owned(), value.into());
+        self
+    }
+
+    pub fn retry_after(mut self, seconds: u32) -> Self {
+        self.retry_after = Some(seconds);
+        self
+    }
+
+    pub fn header(mut self, name: HeaderName, value: HeaderValue) -> Self {
+        self.headers.push((name, value));
+        self
+    }
+
+    /// What the log says about it: `what` is a short fixed phrase, `detail` the error.
+    pub fn cause(mut self, level: Level, what: &'static str, detail: impl Into<String>) -> Self {
+        self.cause = Some(Cause {
+            level,
+            what,
+            detail: detail.into(),
+        });
+        self
+    }
+
+    /// The JSON error object.
+    pub fn body(&self) -> Value {
+        let mut error = Map::new();
+        error.insert("code".to_owned(), json!(self.code));
+        error.insert("message".to_owned(), json!(self.message));
+        error.extend(self.details.clone());
+        json!({ "error": error })
+    }
+}
+
+impl IntoResponse for Reply {
+    fn into_response(self) -> Response {
+        let mut response = (self.status, Json(self.body())).into_response();
+        if let Some(seconds) = self.retry_after {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+        }
+        for (name, value) in self.headers {
+            response.headers_mut().insert(name, value);
+        }
+        if let Some(cause) = self.cause {
+            response.extensions_mut().insert(cause);
+        }
+        response
+    }
 }
 
 impl ApiError {
+    /// How this error answers: one match for status, code, message, details, `Retry-After`
+    /// and cause together.
+    pub fn reply(self) -> Reply {
+        use StatusCode as S;
+        let message = self.to_string();
+        match self {
+            ApiError::Feature(reply) => *reply,
+            ApiError::Tenant(TenantError::Missing { .. }) => {
+                Reply::new(S::BAD_REQUEST, "missing_tenant", message)
+            }
+            ApiError::Tenant(TenantError::Invalid { .. }) => {
+                Reply::new(S::BAD_REQUEST, "invalid_tenant", message)
+            }
+            ApiError::BadRequest { code, message } => Reply::new(S::BAD_REQUEST, code, message),
+            ApiError::NotFound(_) => Reply::new(S::NOT_FOUND, "not_found", message),
+            ApiError::PayloadTooLarge { .. } => {
+                Reply::new(S::PAYLOAD_TOO_LARGE, "payload_too_large", message)
+            }
+            ApiError::UnsupportedMediaType(_) => {
+                Reply::new(S::UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type", message)
+            }
+            ApiError::CrossSite => Reply::new(S::FORBIDDEN, "cross_site_request", message),
+            ApiError::ControlUnavailable => {
+                Reply::new(S::SERVICE_UNAVAILABLE, "control_unavailable", message)
+                    .detail("database", "control")
+            }
+            ApiError::MethodNotAllowed { .. } => {
+                Reply::new(S::METHOD_NOT_ALLOWED, "method_not_allowed", message)
+            }
+            ApiError::RequestTimeout(_) => Reply::new(
+                S::SERVICE_UNAVAILABLE,
+                "request_timeout",
+                message.clone(),
+            )
+            .cause(Level::WARN, "request timed out", message),
+            ApiError::Internal(e) => Reply::new(S::INTERNAL_SERVER_ERROR, "internal", message)
+                // The whole chain of causes, on one line.
+                .cause(Level::ERROR, "internal error", format!("{e:#}")),
+            ApiError::Shard(e) => shard_reply(e),
+        }
+    }
+
     pub fn status(&self) -> StatusCode {
         match self {
+            ApiError::Feature(reply) => reply.status,
             ApiError::Tenant(_) | ApiError::BadRequest { .. } => StatusCode::BAD_REQUEST,
-            ApiError::Validation(_) => StatusCode::UNPROCESSABLE_ENTITY,
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
-            ApiError::DuplicateUrl { .. } => StatusCode::CONFLICT,
             ApiError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ApiError::CrossSite => StatusCode::FORBIDDEN,
-            ApiError::Unauthorized => StatusCode::UNAUTHORIZED,
-            ApiError::ControlUnavailable => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
-            ApiError::RequestTimeout(_) => StatusCode::SERVICE_UNAVAILABLE,
-            ApiError::TenantBusy { .. } => StatusCode::TOO_MANY_REQUESTS,
-            ApiError::Shard(e) => match e {
-                ShardError::Unavailable { .. }
-                | ShardError::ReplicaUnavailable { .. }
-                | ShardError::Timeout { .. }
-                | ShardError::CircuitOpen { .. }
-                | ShardError::WriteOutcomeUnknown { .. }
-                | ShardError::Route(_)
-                | ShardError::TenantMoving { .. }
-                | ShardError::TenantMoved { .. } => StatusCode::SERVICE_UNAVAILABLE,
-                ShardError::UnknownShard(_) => StatusCode::NOT_FOUND,
-                ShardError::Query { .. } => StatusCode::INTERNAL_SERVER_ERROR,
-            },
-            ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            ApiError::Internal(_) | ApiError::Shard(ShardError::Query { .. }) => {
+                StatusCode::INTERNAL_SERVER_ERROR
+            }
+            ApiError::Shard(ShardError::UnknownShard(_)) => StatusCode::NOT_FOUND,
+            ApiError::ControlUnavailable | ApiError::RequestTimeout(_) | ApiError::Shard(_) => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
         }
-    }
-
-    /// The JSON error object (also used by the HTML pages to show a message).
-    pub fn body(&self) -> Value {
-        let (code, message, extra) = match self {
-            ApiError::Tenant(TenantError::Missing { .. }) => {
-                ("missing_tenant", self.to_string(), json!({}))
-            }
-            ApiError::Tenant(TenantError::Invalid { .. }) => {
-                ("invalid_tenant", self.to_string(), json!({}))
-            }
-            ApiError::Validation(fields) => (
-                "validation_failed",
-                fields
-                    .iter()
-                    .map(|f| f.message.clone())
-                    .collect::<Vec<_>>()
-                    .join("; "),
-                json!({ "fields": fields }),
-            ),
-            ApiError::BadRequest { code, message } => (*code, message.clone(), json!({})),
-            ApiError::NotFound(_) => ("not_found", self.to_string(), json!({})),
-            ApiError::DuplicateUrl { existing } => {
-                ("duplicate_url", self.to_string(), json!({ "id": existing }))
-            }
-            ApiError::PayloadTooLarge { .. } => ("payload_too_large", self.to_string(), json!({})),
-            ApiError::UnsupportedMediaType(_) => {
-                ("unsupported_media_type", self.to_string(), json!({}))
-            }
-            ApiError::CrossSite => ("cross_site_request", self.to_string(), json!({})),
-            ApiError::Unauthorized => ("unauthorized", self.to_string(), json!({})),
-            ApiError::ControlUnavailable => (
-                "control_unavailable",
-                self.to_string(),
-                json!({ "database": "control" }),
-            ),
-            ApiError::MethodNotAllowed { .. } => {
-                ("method_not_allowed", self.to_string(), json!({}))
-            }
-            ApiError::RequestTimeout(_) => ("request_timeout", self.to_string(), json!({})),
-            ApiError::TenantBusy { limit } => (
-                "tenant_busy",
-                format!(
-                    "{self}; nothing was done, retry after Retry-After seconds (at most {limit} \
-                     requests of one tenant run at once, so that its shard's other tenants \
-                     are served too)"
-                ),
-                json!({ "limit": limit }),
-            ),
-            ApiError::Shard(e) => match e {
-                ShardError::ReplicaUnavailable { shard } => (
-                    "replica_unavailable",
-                    format!("the read replica of shard {shard} is not ready; try again later"),
-                    json!({ "shard": shard }),
-                ),
-                ShardError::UnknownShard(name) => (
-                    "unknown_shard",
-                    format!("no shard is named {name:?}"),
-                    json!({}),
-                ),
-                ShardError::Query { .. } => ("internal", "internal error".to_owned(), json!({})),
-                ShardError::Route(RouteError::DirectoryUnavailable { .. }) => (
-                    "directory_unavailable",
-                    "the tenant directory on the control database is unreachable and this \
-                     tenant's placement is not cached; try again later"
-                        .to_owned(),
-                    json!({ "database": "control" }),
-                ),
-                ShardError::Route(RouteError::UnknownShard { shard }) => (
-                    "directory_unknown_shard",
-                    format!(
-                        "the tenant directory places this tenant on shard {shard:?}, which is \
-                         not configured; an operator must fix the directory row"
-                    ),
-                    json!({ "shard": shard }),
-                ),
-                ShardError::TenantMoving { .. } => (
-                    "tenant_moving",
-                    "this tenant is being moved to another shard and its writes are paused \
-                     for a moment; nothing was written, retry after Retry-After seconds"
-                        .to_owned(),
-                    json!({}),
-                ),
-                ShardError::TenantMoved { to, .. } => (
-                    "tenant_moved",
-                    format!(
-                        "this tenant has just moved to shard {to}; nothing was written, retry \
-                         after Retry-After seconds"
-                    ),
-                    json!({ "shard": to }),
-                ),
-                ShardError::WriteOutcomeUnknown { shard } => (
-                    "write_outcome_unknown",
-                    format!(
-                        "shard {shard} stopped answering after the write was sent, so it may or \
-                         may not have been applied; retry the same request after Retry-After \
-                         seconds (a repeated create answers 409 with the existing id)"
-                    ),
-                    json!({ "shard": shard }),
-                ),
-                ShardError::CircuitOpen { shard, role } => (
-                    "shard_unavailable",
-                    format!("shard {shard} is unavailable; try again later"),
-                    json!({ "shard": shard, "circuit": "open", "server": role }),
-                ),
-                ShardError::Unavailable { shard, .. } | ShardError::Timeout { shard, .. } => (
-                    "shard_unavailable",
-                    format!("shard {shard} is unavailable; try again later"),
-                    json!({ "shard": shard }),
-                ),
-            },
-            ApiError::Internal(_) => ("internal", "internal error".to_owned(), json!({})),
-        };
-        let mut error = json!({ "code": code, "message": message });
-        if let (Some(obj), Value::Object(more)) = (error.as_object_mut(), extra) {
-            obj.extend(more);
-        }
-        json!({ "error": error })
-    }
-
-    /// Seconds a client should wait before retrying, for answers that say "not now".
-    pub fn retry_after(&self) -> Option<u32> {
-        match self {
-            // A move's fence lasts well under a second; a moved tenant's next request
-            // routes to its new shard.
-            ApiError::Shard(ShardError::TenantMoving { .. } | ShardError::TenantMoved { .. }) => {
-                Some(1)
-            }
-            // A tenant's requests in progress usually finish within milliseconds.
-            ApiError::TenantBusy { .. } => Some(1),
-            _ => (self.status() == StatusCode::SERVICE_UNAVAILABLE).then_some(RETRY_AFTER_SECONDS),
-        }
-    }
-
-    /// What the client will not see, for the log.
-    pub fn cause(&self) -> Option<Cause> {
-        use tracing::Level;
-        let (level, what, detail) = match self {
-            // The whole chain of causes, on one line.
-            ApiError::Internal(e) => (Level::ERROR, "internal error", format!("{e:#}")),
-            ApiError::Shard(e @ ShardError::Query { .. }) => {
-                (Level::ERROR, "query failed", format!("{e:?}"))
-            }
-            ApiError::Shard(
-                e @ (ShardError::TenantMoving { .. } | ShardError::TenantMoved { .. }),
-            ) => (Level::INFO, "write refused by a tenant move", e.to_string()),
-            ApiError::Shard(e) => (Level::WARN, "shard unavailable", e.to_string()),
-            ApiError::RequestTimeout(_) => (Level::WARN, "request timed out", self.to_string()),
-            _ => return None,
-        };
-        Some(Cause {
-            level,
-            what,
-            detail,
-        })
     }
 
     pub fn from_json_rejection(r: JsonRejection) -> Self {
@@ -248,7 +205,7 @@ impl ApiError {
             }
             JsonRejection::BytesRejection(_) if r.status() == StatusCode::PAYLOAD_TOO_LARGE => {
                 ApiError::PayloadTooLarge {
-                    limit: super::BODY_LIMIT_BYTES,
+                    limit: BODY_LIMIT_BYTES,
                 }
             }
             JsonRejection::JsonSyntaxError(_) => ApiError::BadRequest {
@@ -263,25 +220,96 @@ impl ApiError {
     }
 }
 
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
-        let mut response = (self.status(), Json(self.body())).into_response();
-        if let Some(cause) = self.cause() {
-            response.extensions_mut().insert(cause);
-        }
-        if let Some(seconds) = self.retry_after() {
-            response
-                .headers_mut()
-                .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
-        }
-        if let ApiError::Unauthorized = self {
-            // Makes browsers show their own login prompt: any user name, the token as password.
-            response.headers_mut().insert(
-                header::WWW_AUTHENTICATE,
-                HeaderValue::from_static("Basic realm=\"bookmarks admin\", charset=\"UTF-8\""),
+/// How a shard's failure answers.
+fn shard_reply(e: ShardError) -> Reply {
+    use StatusCode as S;
+    let unavailable = |code, message: String| Reply::new(S::SERVICE_UNAVAILABLE, code, message);
+    let detail = e.to_string();
+    let reply = match &e {
+        ShardError::ReplicaUnavailable { shard } => unavailable(
+            "replica_unavailable",
+            format!("the read replica of shard {shard} is not ready; try again later"),
+        )
+        .detail("shard", shard.as_str()),
+        ShardError::UnknownShard(name) => Reply::new(
+            S::NOT_FOUND,
+            "unknown_shard",
+            format!("no shard is named {name:?}"),
+        ),
+        ShardError::Query { .. } => {
+            return Reply::new(S::INTERNAL_SERVER_ERROR, "internal", "internal error").cause(
+                Level::ERROR,
+                "query failed",
+                format!("{e:?}"),
             );
         }
-        response
+        ShardError::Route(RouteError::DirectoryUnavailable { .. }) => unavailable(
+            "directory_unavailable",
+            "the tenant directory on the control database is unreachable and this tenant's \
+             placement is not cached; try again later"
+                .to_owned(),
+        )
+        .detail("database", "control"),
+        ShardError::Route(RouteError::UnknownShard { shard }) => unavailable(
+            "directory_unknown_shard",
+            format!(
+                "the tenant directory places this tenant on shard {shard:?}, which is not \
+                 configured; an operator must fix the directory row"
+            ),
+        )
+        .detail("shard", shard.as_str()),
+        // A move's fence lasts well under a second; a moved tenant's next request routes to
+        // its new shard.
+        ShardError::TenantMoving { .. } => {
+            return unavailable(
+                "tenant_moving",
+                "this tenant is being moved to another shard and its writes are paused for a \
+                 moment; nothing was written, retry after Retry-After seconds"
+                    .to_owned(),
+            )
+            .retry_after(1)
+            .cause(Level::INFO, "write refused by a tenant move", detail);
+        }
+        ShardError::TenantMoved { to, .. } => {
+            return unavailable(
+                "tenant_moved",
+                format!(
+                    "this tenant has just moved to shard {to}; nothing was written, retry after \
+                     Retry-After seconds"
+                ),
+            )
+            .detail("shard", to.as_str())
+            .retry_after(1)
+            .cause(Level::INFO, "write refused by a tenant move", detail);
+        }
+        ShardError::WriteOutcomeUnknown { shard } => unavailable(
+            "write_outcome_unknown",
+            format!(
+                "shard {shard} stopped answering after the write was sent, so it may or may not \
+                 have been applied; retry the same request after Retry-After seconds (a \
+                 repeated create answers 409 with the existing id)"
+            ),
+        )
+        .detail("shard", shard.as_str()),
+        ShardError::CircuitOpen { shard, role } => unavailable(
+            "shard_unavailable",
+            format!("shard {shard} is unavailable; try again later"),
+        )
+        .detail("shard", shard.as_str())
+        .detail("circuit", "open")
+        .detail("server", *role),
+        ShardError::Unavailable { shard, .. } | ShardError::Timeout { shard, .. } => unavailable(
+            "shard_unavailable",
+            format!("shard {shard} is unavailable; try again later"),
+        )
+        .detail("shard", shard.as_str()),
+    };
+    reply.cause(Level::WARN, "shard unavailable", detail)
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        self.reply().into_response()
     }
 }
 
@@ -302,7 +330,7 @@ impl From<QueryRejection> for ApiError {
 
 impl From<PathRejection> for ApiError {
     fn from(_: PathRejection) -> Self {
-        ApiError::NotFound("no bookmark has that id")
+        ApiError::NotFound("nothing is at that path")
     }
 }
 
@@ -310,7 +338,7 @@ impl From<FormRejection> for ApiError {
     fn from(r: FormRejection) -> Self {
         if r.status() == StatusCode::PAYLOAD_TOO_LARGE {
             return ApiError::PayloadTooLarge {
-                limit: super::BODY_LIMIT_BYTES,
+                limit: BODY_LIMIT_BYTES,
             };
         }
         ApiError::BadRequest {

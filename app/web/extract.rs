@@ -8,18 +8,17 @@
 use std::marker::PhantomData;
 use std::sync::{Arc, OnceLock};
 
-use axum::extract::{Form, FromRequest, FromRequestParts, Json, Path, Query};
+use axum::extract::{Form, FromRef, FromRequest, FromRequestParts, Json, Path, Query};
 use axum::http::Extensions;
 use axum::http::request::Parts;
 use diesel_async::{AsyncConnection, AsyncPgConnection};
 use futures::future::BoxFuture;
 
 use super::error::ApiError;
-use super::state::AppState;
 use crate::sharding::access::{Intent, ShardConn, ShardError, Shards};
 use crate::sharding::cross_shard::CrossShard;
 use crate::sharding::shard_name::ShardName;
-use crate::tenancy::{self, TenantId};
+use crate::tenancy::{self, TenantHeader, TenantId};
 
 /// What the extractors learn while serving a request, kept for the layers around the router
 /// that log, count and label it once it is answered: its tenant and the shard that served
@@ -73,14 +72,19 @@ pub fn remember_tenant(extensions: &mut Extensions, tenant: &TenantId) {
 #[derive(Debug, Clone)]
 pub struct Tenant(pub TenantId);
 
-impl FromRequestParts<AppState> for Tenant {
+impl<S> FromRequestParts<S> for Tenant
+where
+    S: Send + Sync,
+    TenantHeader: FromRef<S>,
+{
     type Rejection = ApiError;
 
-    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
         if let Some(t) = parts.extensions.get::<Tenant>() {
             return Ok(t.clone());
         }
-        let tenant = tenancy::resolve(parts, &state.settings.tenancy.header)?;
+        let header = TenantHeader::from_ref(state);
+        let tenant = tenancy::resolve(parts, header.as_str())?;
         remember_tenant(&mut parts.extensions, &tenant);
         Ok(Tenant(tenant))
     }
@@ -211,42 +215,57 @@ impl<M> ShardedConnection<M> {
     }
 }
 
-impl<M: ConnectionMode> FromRequestParts<AppState> for ShardedConnection<M> {
+impl<M, S> FromRequestParts<S> for ShardedConnection<M>
+where
+    M: ConnectionMode,
+    S: Send + Sync,
+    Shards: FromRef<S>,
+    TenantHeader: FromRef<S>,
+{
     type Rejection = ApiError;
 
-    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
         let Tenant(tenant) = Tenant::from_request_parts(parts, state).await?;
-        let route = state.shards.route(tenant.as_str()).await?;
-        let shard = state.shards.set().get(route.shard);
-        record_shard(parts, shard.shard_name());
+        let shards = Shards::from_ref(state);
+        let route = shards.route(tenant.as_str()).await?;
+        let shard = shards.set().get(route.shard);
+        record_shard(parts, &shard.spec().name);
         let inner = if M::READ {
-            state.shards.read(shard).await?
+            shards.read(shard).await?
         } else {
-            state.shards.primary(shard).await?
+            shards.primary(shard).await?
         };
         Ok(Self {
             inner,
-            shards: state.shards.clone(),
+            shards,
             tenant,
             mode: PhantomData,
         })
     }
 }
 
-impl FromRequestParts<AppState> for Shards {
+impl<S> FromRequestParts<S> for Shards
+where
+    S: Send + Sync,
+    Shards: FromRef<S>,
+{
     type Rejection = std::convert::Infallible;
 
-    async fn from_request_parts(_: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
-        Ok(state.shards.clone())
+    async fn from_request_parts(_: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        Ok(Shards::from_ref(state))
     }
 }
 
 /// Tenant-free, read-only access to every shard, each part bounded by the shard timeout.
-impl FromRequestParts<AppState> for CrossShard {
+impl<S> FromRequestParts<S> for CrossShard
+where
+    S: Send + Sync,
+    CrossShard: FromRef<S>,
+{
     type Rejection = std::convert::Infallible;
 
-    async fn from_request_parts(_: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
-        Ok(CrossShard::new(state.shards.clone(), state.shard_timeout))
+    async fn from_request_parts(_: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        Ok(CrossShard::from_ref(state))
     }
 }
 
@@ -260,7 +279,7 @@ pub struct ApiJson<T>(pub T);
 #[from_request(via(Query), rejection(ApiError))]
 pub struct ApiQuery<T>(pub T);
 
-/// `Path` whose rejections are API errors (a malformed id is simply not found).
+/// `Path` whose rejections are API errors (a malformed path is simply not found).
 #[derive(FromRequestParts)]
 #[from_request(via(Path), rejection(ApiError))]
 pub struct ApiPath<T>(pub T);

@@ -4,27 +4,83 @@
 //! migration parity, concurrently and each within the shard timeout, so one dead server
 //! costs a probe that long and no more.
 
-use axum::Json;
-use axum::extract::State;
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::{FromRef, State};
 use axum::http::StatusCode;
+use axum::routing::get;
+use axum::{Json, Router};
 use serde_json::{Value, json};
 
-use super::state::AppState;
+use super::InstanceName;
+use crate::sharding::DirectoryRouter;
+use crate::sharding::access::Shards;
 use crate::sharding::health::{check_replica, probe, probe_primary};
+use crate::sharding::pool::PgPool;
 use crate::sharding::topology::ReplicaFallback;
 
+/// Everything readiness looks at: the control database, every shard's servers (and the
+/// migrations each must have applied), and the directory listener.
+#[derive(Clone)]
+pub struct Readiness(Arc<Probed>);
+
+struct Probed {
+    control: PgPool,
+    shards: Shards,
+    directory: Option<Arc<DirectoryRouter>>,
+    expected_control_migrations: BTreeSet<String>,
+    expected_shard_migrations: Arc<BTreeSet<String>>,
+    /// Bound on one probe.
+    timeout: Duration,
+}
+
+impl Readiness {
+    pub fn new(
+        control: PgPool,
+        shards: Shards,
+        directory: Option<Arc<DirectoryRouter>>,
+        expected_control_migrations: BTreeSet<String>,
+        expected_shard_migrations: Arc<BTreeSet<String>>,
+        timeout: Duration,
+    ) -> Self {
+        Self(Arc::new(Probed {
+            control,
+            shards,
+            directory,
+            expected_control_migrations,
+            expected_shard_migrations,
+            timeout,
+        }))
+    }
+}
+
+/// `/health`, `/ready` and `/actuator/health`.
+pub fn routes<S>() -> Router<S>
+where
+    S: Clone + Send + Sync + 'static,
+    Readiness: FromRef<S>,
+    InstanceName: FromRef<S>,
+{
+    Router::new()
+        .route("/health", get(health))
+        .route("/ready", get(ready))
+        .route("/actuator/health", get(ready))
+}
+
 /// Liveness: the process is serving. Database trouble must not get it restarted.
-pub async fn health(State(state): State<AppState>) -> Json<Value> {
+async fn health(State(instance): State<InstanceName>) -> Json<Value> {
     Json(json!({
         "status": "UP",
         "components": {
-            "process": { "status": "UP", "details": { "instance": state.instance_name } }
+            "process": { "status": "UP", "details": { "instance": instance.as_str() } }
         }
     }))
 }
 
-pub async fn ready(State(state): State<AppState>) -> (StatusCode, Json<Value>) {
-    let report = readiness(&state).await;
+async fn ready(State(readiness): State<Readiness>) -> (StatusCode, Json<Value>) {
+    let report = readiness.report().await;
     let code = if report["status"] == "UP" {
         StatusCode::OK
     } else {
@@ -37,72 +93,74 @@ fn status(up: bool) -> &'static str {
     if up { "UP" } else { "DOWN" }
 }
 
-/// Builds the component report; the replica checks also update replica readiness.
-pub async fn readiness(state: &AppState) -> Value {
-    let timeout = state.shard_timeout;
-    let shards = state.shards.set();
-    let control = probe(
-        &state.control,
-        false,
-        &state.expected_control_migrations,
-        timeout,
-    );
-    let per_shard = futures::future::join_all(shards.iter().map(|shard| async move {
-        let expected = &state.expected_shard_migrations;
-        let primary = probe_primary(shard, expected, timeout);
-        let replica = check_replica(shard, state.shards.replicas(), expected, timeout);
-        let (primary, replica) = futures::join!(primary, replica);
-        (shard, primary, replica)
-    }));
-    let (control, per_shard) = futures::join!(control, per_shard);
+impl Readiness {
+    /// Builds the component report; the replica checks also update replica readiness.
+    pub async fn report(&self) -> Value {
+        let state = &*self.0;
+        let timeout = state.timeout;
+        let shards = state.shards.set();
+        let control = probe(
+            &state.control,
+            false,
+            &state.expected_control_migrations,
+            timeout,
+        );
+        let per_shard = futures::future::join_all(shards.iter().map(|shard| async move {
+            let expected = &state.expected_shard_migrations;
+            let primary = probe_primary(shard, expected, timeout);
+            let replica = check_replica(shard, state.shards.replicas(), expected, timeout);
+            let (primary, replica) = futures::join!(primary, replica);
+            (shard, primary, replica)
+        }));
+        let (control, per_shard) = futures::join!(control, per_shard);
 
-    let mut all_up = control.up;
-    let mut components = serde_json::Map::new();
-    components.insert(
-        "db:control".to_owned(),
-        json!({ "status": status(control.up), "details": { "primary": control.detail } }),
-    );
-    for (shard, primary, replica) in per_shard {
-        let mut up = primary.up;
-        let mut details = json!({
-            "primary": primary.detail,
-            "slots": shard.spec().slot_count(),
-            "circuit": shard
-                .breakers()
-                .map(|b| {
-                    let state = if b.is_open() { "open" } else { "closed" };
-                    (b.role().as_str().to_owned(), json!(state))
-                })
-                .collect::<serde_json::Map<_, _>>(),
-        });
-        if let Some(replica) = replica {
-            if replica.up {
-                details["replica"] = json!(replica.detail);
-                details["reads"] = json!("replica");
-            } else {
-                details["replica"] = json!(format!("down: {}", replica.detail));
-                match shard.replica_fallback() {
-                    ReplicaFallback::Primary => {
-                        details["reads"] = json!("primary (replica_fallback = primary)");
-                    }
-                    ReplicaFallback::FailReadiness => {
-                        up = false;
-                        details["reads"] = json!("refused (replica_fallback = fail_readiness)");
+        let mut all_up = control.up;
+        let mut components = serde_json::Map::new();
+        components.insert(
+            "db:control".to_owned(),
+            json!({ "status": status(control.up), "details": { "primary": control.detail } }),
+        );
+        for (shard, primary, replica) in per_shard {
+            let mut up = primary.up;
+            let mut details = json!({
+                "primary": primary.detail,
+                "slots": shard.spec().slot_count(),
+                "circuit": shard
+                    .breakers()
+                    .map(|b| {
+                        let state = if b.is_open() { "open" } else { "closed" };
+                        (b.role().as_str().to_owned(), json!(state))
+                    })
+                    .collect::<serde_json::Map<_, _>>(),
+            });
+            if let Some(replica) = replica {
+                if replica.up {
+                    details["replica"] = json!(replica.detail);
+                    details["reads"] = json!("replica");
+                } else {
+                    details["replica"] = json!(format!("down: {}", replica.detail));
+                    match shard.replica_fallback() {
+                        ReplicaFallback::Primary => {
+                            details["reads"] = json!("primary (replica_fallback = primary)");
+                        }
+                        ReplicaFallback::FailReadiness => {
+                            up = false;
+                            details["reads"] = json!("refused (replica_fallback = fail_readiness)");
+                        }
                     }
                 }
             }
+            all_up &= up;
+            components.insert(
+                format!("db:shard:{}", shard.name()),
+                json!({ "status": status(up), "details": details }),
+            );
         }
-        all_up &= up;
-        components.insert(
-            format!("db:shard:{}", shard.name()),
-            json!({ "status": status(up), "details": details }),
-        );
-    }
-    if let Some(directory) = &state.directory {
-        // Not a readiness failure: while the listener is away, cached routes serve and
-        // misses still reach the control database (whose own component says if it cannot).
-        let stats = directory.stats();
-        components.insert(
+        if let Some(directory) = &state.directory {
+            // Not a readiness failure: while the listener is away, cached routes serve and
+            // misses still reach the control database (whose own component says if it cannot).
+            let stats = directory.stats();
+            components.insert(
             "directory".to_owned(),
             json!({
                 "status": "UP",
@@ -117,6 +175,7 @@ pub async fn readiness(state: &AppState) -> Value {
                 },
             }),
         );
+        }
+        json!({ "status": status(all_up), "components": components })
     }
-    json!({ "status": status(all_up), "components": components })
 }

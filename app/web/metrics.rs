@@ -1,6 +1,7 @@
 //! Request metrics and their two views: `/metrics` (Prometheus text) and
 //! `/actuator/metrics` (JSON, with a `database_shards` block of pool stats and slot counts,
-//! and the directory cache's counters when directory routing is on).
+//! and the directory cache's counters when directory routing is on). What else they show
+//! comes from the [`MetricSource`]s the app registers (search, jobs, fairness).
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -8,18 +9,24 @@ use std::convert::Infallible;
 use std::sync::OnceLock;
 use std::time::Instant;
 
-use axum::Json;
-use axum::extract::{MatchedPath, Request, State};
+use std::sync::Arc;
+
+use axum::extract::{FromRef, MatchedPath, Request, State};
 use axum::http::{HeaderName, HeaderValue};
 use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::{Json, Router};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 use tower::Service;
 
+use super::InstanceName;
 use super::around::{Answer, Around};
 use super::extract::RequestFacts;
-use super::state::AppState;
-use crate::sharding::shard_set::PgPool;
+use crate::sharding::DirectoryRouter;
+use crate::sharding::access::Shards;
+use crate::sharding::breaker::Breaker;
+use crate::sharding::pool::PgPool;
 
 /// The answer's serving shard. A constant, so the name is not parsed again per request.
 const X_SHARD: HeaderName = HeaderName::from_static("x-shard");
@@ -53,7 +60,7 @@ pub fn recorder() -> PrometheusHandle {
 /// Folds recorded latencies into their histograms every few seconds. The recorder keeps
 /// every sample until then: without upkeep a server nobody scrapes would grow by eight
 /// bytes per request.
-pub fn spawn_upkeep(handle: PrometheusHandle) -> tokio::task::JoinHandle<()> {
+fn spawn_upkeep(handle: PrometheusHandle) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let mut every = tokio::time::interval(std::time::Duration::from_secs(5));
         every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -162,7 +169,187 @@ impl RequestMetrics {
     }
 }
 
-fn pool_json(pool: &PgPool) -> Value {
+/// Something that contributes to `/metrics` and `/actuator/metrics`: the shards' pools and
+/// breakers here, and each feature's own figures (registered by the app's assembly, so this
+/// layer knows no feature).
+pub trait MetricSource: Send + Sync {
+    /// Copies current values into the registry just before `/metrics` renders it.
+    fn record(&self) {}
+    /// Series rendered by hand, appended after the registry's.
+    fn prometheus_text(&self, _out: &mut String) {}
+    /// Top-level entries of `/actuator/metrics`.
+    fn actuator(&self, _out: &mut Map<String, Value>) {}
+}
+
+/// The process's metrics: the recorder's handle and every source.
+#[derive(Clone)]
+pub struct Metrics {
+    handle: PrometheusHandle,
+    instance: InstanceName,
+    sources: Arc<[Arc<dyn MetricSource>]>,
+}
+
+impl Metrics {
+    pub fn new(instance: InstanceName, sources: Vec<Arc<dyn MetricSource>>) -> Self {
+        Self {
+            handle: recorder(),
+            instance,
+            sources: sources.into(),
+        }
+    }
+
+    /// Starts folding this process's recorded latencies into their histograms.
+    pub fn spawn_upkeep(&self) -> tokio::task::JoinHandle<()> {
+        spawn_upkeep(self.handle.clone())
+    }
+}
+
+/// `/metrics` and `/actuator/metrics`.
+pub fn routes<S>() -> Router<S>
+where
+    S: Clone + Send + Sync + 'static,
+    Metrics: FromRef<S>,
+{
+    Router::new()
+        .route("/metrics", get(prometheus))
+        .route("/actuator/metrics", get(actuator))
+}
+
+async fn prometheus(State(metrics): State<Metrics>) -> impl IntoResponse {
+    for source in metrics.sources.iter() {
+        source.record();
+    }
+    let mut text = metrics.handle.render();
+    for source in metrics.sources.iter() {
+        source.prometheus_text(&mut text);
+    }
+    (
+        [("content-type", "text/plain; version=0.0.4; charset=utf-8")],
+        text,
+    )
+}
+
+async fn actuator(State(metrics): State<Metrics>) -> Json<Value> {
+    let mut out = Map::new();
+    out.insert("instance".to_owned(), json!(metrics.instance.as_str()));
+    for source in metrics.sources.iter() {
+        source.actuator(&mut out);
+    }
+    Json(Value::Object(out))
+}
+
+/// The shards and the control database: pool occupancy, circuit breakers, the directory
+/// cache's counters, and the slot and connection budget.
+pub struct ShardMetrics {
+    pub shards: Shards,
+    pub control: PgPool,
+    pub directory: Option<Arc<DirectoryRouter>>,
+}
+
+impl ShardMetrics {
+    /// Every circuit breaker this process keeps, with the name its metrics carry: each
+    /// shard's servers' (the shard's name), then the control database's ("control", kept
+    /// by the directory router when directory routing is on).
+    pub fn breakers(&self) -> Vec<(&str, &Arc<Breaker>)> {
+        let shards = self.shards.set().iter();
+        let mut all: Vec<_> = shards
+            .flat_map(|shard| shard.breakers().map(move |b| (shard.name(), b)))
+            .collect();
+        all.extend(self.directory.iter().map(|d| ("control", d.breaker())));
+        all
+    }
+
+    fn record_pool_gauges(&self) {
+        let set = |target: &str, role: &'static str, pool: &PgPool| {
+            let s = pool.status();
+            let gauge = |state_label: &'static str, v: usize| {
+                metrics::gauge!("db_pool_connections", "shard" => target.to_owned(), "role" => role, "state" => state_label).set(v as f64);
+            };
+            gauge("max", s.max_size);
+            gauge("size", s.size);
+            gauge("in_use", s.size.saturating_sub(s.available));
+            gauge("waiting", s.waiting);
+        };
+        set("control", "primary", &self.control);
+        for shard in self.shards.set().iter() {
+            set(shard.name(), "primary", shard.primary_pool());
+            if let Some(pool) = shard.replica_pool() {
+                set(shard.name(), "replica", pool);
+            }
+        }
+    }
+
+    /// Each server's circuit breaker: open or not, and how often it has opened.
+    fn record_breakers(&self) {
+        for (target, breaker) in self.breakers() {
+            let b = breaker.snapshot();
+            let labels = [
+                ("shard", target.to_owned()),
+                ("role", b.role.as_str().to_owned()),
+            ];
+            metrics::gauge!("db_circuit_open", &labels).set(f64::from(u8::from(b.open)));
+            metrics::counter!("db_circuit_trips_total", &labels).absolute(b.trips);
+        }
+    }
+
+    /// The directory router's counters are kept in the router (cheap atomics on the request
+    /// path) and copied into the registry when scraped.
+    fn record_directory(&self) {
+        let Some(directory) = &self.directory else {
+            return;
+        };
+        let s = directory.stats();
+        metrics::counter!("directory_cache_hits_total").absolute(s.hits);
+        metrics::counter!("directory_cache_misses_total").absolute(s.misses);
+        metrics::counter!("directory_cache_stale_hits_total").absolute(s.stale_hits);
+        metrics::counter!("directory_cache_evictions_total").absolute(s.evictions);
+        metrics::counter!("directory_cache_flushes_total").absolute(s.flushes);
+        metrics::gauge!("directory_cache_entries").set(s.entries as f64);
+        metrics::gauge!("directory_listener_connected")
+            .set(f64::from(u8::from(s.listener_connected)));
+    }
+}
+
+impl MetricSource for ShardMetrics {
+    fn record(&self) {
+        self.record_pool_gauges();
+        self.record_breakers();
+        self.record_directory();
+    }
+
+    fn actuator(&self, out: &mut Map<String, Value>) {
+        let mut shards = Map::new();
+        for shard in self.shards.set().iter() {
+            shards.insert(
+                shard.name().to_owned(),
+                json!({
+                    "slots": shard.spec().slot_count(),
+                    "primary": pool_json(shard.primary_pool()),
+                    "replica": shard.replica_pool().map(pool_json),
+                    "replica_ready": shard.replica_pool().map(|_| self.shards.replicas().is_ready(shard.id())),
+                    "circuit": shard.breakers().map(|b| b.snapshot()).collect::<Vec<_>>(),
+                }),
+            );
+        }
+        out.insert("database_control".to_owned(), pool_json(&self.control));
+        out.insert("database_shards".to_owned(), Value::Object(shards));
+        out.insert(
+            "directory".to_owned(),
+            json!(self.directory.as_ref().map(|d| d.stats())),
+        );
+        out.insert(
+            "control_circuit".to_owned(),
+            json!(self.directory.as_ref().map(|d| d.breaker().snapshot())),
+        );
+        out.insert(
+            "total_max_connections".to_owned(),
+            json!(self.shards.set().total_max_connections()),
+        );
+    }
+}
+
+/// A pool's occupancy, as `/actuator/metrics` shows it.
+pub fn pool_json(pool: &PgPool) -> Value {
     let s = pool.status();
     json!({
         "max_size": s.max_size,
@@ -171,124 +358,4 @@ fn pool_json(pool: &PgPool) -> Value {
         "available": s.available,
         "waiting": s.waiting,
     })
-}
-
-fn record_pool_gauges(state: &AppState) {
-    let set = |target: &str, role: &'static str, pool: &PgPool| {
-        let s = pool.status();
-        let gauge = |state_label: &'static str, v: usize| {
-            metrics::gauge!("db_pool_connections", "shard" => target.to_owned(), "role" => role, "state" => state_label).set(v as f64);
-        };
-        gauge("max", s.max_size);
-        gauge("size", s.size);
-        gauge("in_use", s.size.saturating_sub(s.available));
-        gauge("waiting", s.waiting);
-    };
-    set("control", "primary", &state.control);
-    for shard in state.shards.set().iter() {
-        set(shard.name(), "primary", shard.primary_pool());
-        if let Some(pool) = shard.replica_pool() {
-            set(shard.name(), "replica", pool);
-        }
-    }
-}
-
-/// Each server's circuit breaker: open or not, and how often it has opened.
-fn record_breakers(state: &AppState) {
-    for (target, breaker) in state.breakers() {
-        let b = breaker.snapshot();
-        let labels = [
-            ("shard", target.to_owned()),
-            ("role", b.role.as_str().to_owned()),
-        ];
-        metrics::gauge!("db_circuit_open", &labels).set(f64::from(u8::from(b.open)));
-        metrics::counter!("db_circuit_trips_total", &labels).absolute(b.trips);
-    }
-}
-
-/// The directory router's counters are kept in the router (cheap atomics on the request
-/// path) and copied into the registry when scraped.
-fn record_directory(state: &AppState) {
-    let Some(directory) = &state.directory else {
-        return;
-    };
-    let s = directory.stats();
-    metrics::counter!("directory_cache_hits_total").absolute(s.hits);
-    metrics::counter!("directory_cache_misses_total").absolute(s.misses);
-    metrics::counter!("directory_cache_stale_hits_total").absolute(s.stale_hits);
-    metrics::counter!("directory_cache_evictions_total").absolute(s.evictions);
-    metrics::counter!("directory_cache_flushes_total").absolute(s.flushes);
-    metrics::gauge!("directory_cache_entries").set(s.entries as f64);
-    metrics::gauge!("directory_listener_connected").set(f64::from(u8::from(s.listener_connected)));
-}
-
-/// The search index as this process last saw each shard, and the job queue's counts.
-fn record_background(state: &AppState) {
-    for (shard, s) in &state.index.shards {
-        let s = s.snapshot();
-        let label = || ("shard", shard.clone());
-        metrics::gauge!("search_index_lag_seconds", &[label()]).set(s.lag_ms as f64 / 1000.0);
-        metrics::gauge!("search_index_pending", &[label()]).set(s.pending as f64);
-        metrics::gauge!("search_reindexer_leader", &[label()])
-            .set(f64::from(u8::from(s.leader_here)));
-        metrics::counter!("search_indexed_rows_total", &[label()]).absolute(s.indexed_here);
-    }
-    for (job_state, n) in state.jobs.snapshot() {
-        metrics::gauge!("jobs", "state" => job_state).set(n as f64);
-    }
-}
-
-/// Per shard: backlog, lag, and whether this process leads its reindexing.
-pub fn index_json(state: &AppState) -> Value {
-    let shards = state
-        .index
-        .shards
-        .iter()
-        .map(|(shard, s)| (shard.clone(), json!(s.snapshot())))
-        .collect();
-    Value::Object(shards)
-}
-
-pub async fn prometheus(State(state): State<AppState>) -> impl IntoResponse {
-    record_pool_gauges(&state);
-    record_breakers(&state);
-    record_directory(&state);
-    record_background(&state);
-    let mut text = state.metrics.render();
-    text.push_str(&state.fairness.prometheus_text());
-    (
-        [("content-type", "text/plain; version=0.0.4; charset=utf-8")],
-        text,
-    )
-}
-
-pub async fn actuator(State(state): State<AppState>) -> Json<Value> {
-    let mut shards = serde_json::Map::new();
-    for shard in state.shards.set().iter() {
-        shards.insert(
-            shard.name().to_owned(),
-            json!({
-                "slots": shard.spec().slot_count(),
-                "primary": pool_json(shard.primary_pool()),
-                "replica": shard.replica_pool().map(pool_json),
-                "replica_ready": shard.replica_pool().map(|_| state.shards.replicas().is_ready(shard.id())),
-                "circuit": shard.breakers().map(|b| b.snapshot()).collect::<Vec<_>>(),
-            }),
-        );
-    }
-    Json(json!({
-        "instance": state.instance_name,
-        "database_control": pool_json(&state.control),
-        "database_shards": shards,
-        "directory": state.directory.as_ref().map(|d| d.stats()),
-        "control_circuit": state.directory.as_ref().map(|d| d.breaker().snapshot()),
-        "search_index": index_json(&state),
-        "jobs": state
-            .jobs
-            .snapshot()
-            .into_iter()
-            .map(|(job_state, n)| (job_state, json!(n)))
-            .collect::<serde_json::Map<_, _>>(),
-        "total_max_connections": state.shards.set().total_max_connections(),
-    }))
 }

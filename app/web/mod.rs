@@ -1,5 +1,7 @@
-//! The HTTP layer: state, extractors, the error mapping, health, metrics and the router
-//! with its middleware stack.
+//! The HTTP layer, and only infrastructure: extractors, the error type and its HTTP
+//! mapping, the access log, request ids, metrics, health, the JSON fallbacks and the layer
+//! stack every request passes. It knows no feature: the features build their routes on
+//! it, and `startup` assembles them.
 
 pub mod access_log;
 pub mod around;
@@ -10,9 +12,9 @@ pub mod fallbacks;
 pub mod health;
 pub mod metrics;
 pub mod request_id;
-pub mod state;
 
 use std::convert::Infallible;
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
@@ -20,14 +22,11 @@ use axum::body::Body;
 use axum::extract::DefaultBodyLimit;
 use axum::http::{HeaderName, HeaderValue, Request};
 use axum::response::Response;
-use axum::routing::get;
 use tower::ServiceBuilder;
 use tower::util::BoxCloneSyncService;
 use tower_http::set_header::SetResponseHeaderLayer;
 
-use crate::bookmarks;
 use around::AroundLayer;
-use state::AppState;
 
 /// Largest accepted request body. A bookmark at every limit is about 13 KiB of JSON.
 pub const BODY_LIMIT_BYTES: usize = 64 * 1024;
@@ -37,35 +36,33 @@ pub(crate) const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id"
 /// What the server serves: the router behind the middleware every request passes.
 pub type HttpService = BoxCloneSyncService<Request<Body>, Response, Infallible>;
 
-/// The whole application: the router with its middleware.
-///
-/// Only what needs the matched route (the metrics' route label, the tenant's bulkhead) is
-/// layered onto the router, which wraps each route separately; the rest wraps the router
-/// once. Per-route layering clones every layer's service for every request, and the full
-/// stack applied per route cost about 10 % of a request's CPU in clones and allocations.
-/// Our layers on the request path are [`around::Around`]s, not `middleware::from_fn`.
-pub fn router(state: AppState, request_timeout: Duration) -> HttpService {
-    let served_by = HeaderValue::from_str(&state.instance_name)
-        .unwrap_or_else(|_| HeaderValue::from_static("invalid-instance-name"));
-    let mut app = Router::new();
-    if let Some(token) = state.admin_token.clone() {
-        app = app.merge(crate::admin::routes(token));
+/// This process's name: `X-Served-By`, health and metrics say which replica answered.
+#[derive(Clone, Debug)]
+pub struct InstanceName(Arc<str>);
+
+impl InstanceName {
+    pub fn new(name: &str) -> Self {
+        Self(name.into())
     }
-    // The tenant's own routes pass its bulkhead; admin, health and metrics do not.
-    let tenant_routes = bookmarks::api::routes()
-        .merge(bookmarks::ui::routes())
-        .route_layer(AroundLayer(crate::fairness::Guard::new(state.clone())));
-    let routes = app
-        .merge(tenant_routes)
-        .route("/api/stats", get(bookmarks::stats::stats))
-        .route("/health", get(health::health))
-        .route("/ready", get(health::ready))
-        .route("/actuator/health", get(health::ready))
-        .route("/metrics", get(metrics::prometheus))
-        .route("/actuator/metrics", get(metrics::actuator))
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// Wraps the application's routes in the layers every request passes.
+///
+/// Only what needs the matched route (the metrics' route label) is layered onto the
+/// router, which wraps each route separately; the rest wraps the router once. Per-route
+/// layering clones every layer's service for every request, and the full stack applied per
+/// route cost about 10 % of a request's CPU in clones and allocations. Our layers on the
+/// request path are [`around::Around`]s, not `middleware::from_fn`.
+pub fn serve(routes: Router, instance: &InstanceName, request_timeout: Duration) -> HttpService {
+    let served_by = HeaderValue::from_str(instance.as_str())
+        .unwrap_or_else(|_| HeaderValue::from_static("invalid-instance-name"));
+    let routes = routes
         .fallback(|| async { error::ApiError::NotFound("no such route") })
-        .layer(AroundLayer(metrics::Track))
-        .with_state(state);
+        .layer(AroundLayer(metrics::Track));
     let stack = ServiceBuilder::new()
         .layer(AroundLayer(request_id::RequestIds))
         .layer(AroundLayer(access_log::AccessLog))

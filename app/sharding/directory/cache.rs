@@ -20,18 +20,18 @@ pub const CAPACITY: usize = 100_000;
 
 /// What the directory decided for a key.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Placement {
+pub enum Decision {
     /// Where the key goes: by its directory row, or (no row) by config pin or hash.
     Routed(Route),
     /// The key's row names a shard that is not configured here.
     UnknownShard(Arc<str>),
 }
 
-impl Placement {
+impl Decision {
     pub fn to_result(&self) -> Result<Route, RouteError> {
         match self {
-            Placement::Routed(route) => Ok(*route),
-            Placement::UnknownShard(shard) => Err(RouteError::UnknownShard {
+            Decision::Routed(route) => Ok(*route),
+            Decision::UnknownShard(shard) => Err(RouteError::UnknownShard {
                 shard: shard.to_string(),
             }),
         }
@@ -41,15 +41,15 @@ impl Placement {
 /// A cache lookup's outcome.
 #[derive(Debug)]
 pub enum Cached {
-    Fresh(Placement),
+    Fresh(Decision),
     /// Older than the TTL: ask the directory again, but this may still serve if it cannot
     /// be asked.
-    Expired(Placement),
+    Expired(Decision),
     Absent,
 }
 
 struct Entry {
-    placement: Placement,
+    decision: Decision,
     fetched: Instant,
 }
 
@@ -79,9 +79,9 @@ impl DirectoryCache {
         let map = self.map.read().unwrap_or_else(|p| p.into_inner());
         match map.get(key) {
             Some(e) if now.saturating_duration_since(e.fetched) < self.ttl => {
-                Cached::Fresh(e.placement.clone())
+                Cached::Fresh(e.decision.clone())
             }
-            Some(e) => Cached::Expired(e.placement.clone()),
+            Some(e) => Cached::Expired(e.decision.clone()),
             None => Cached::Absent,
         }
     }
@@ -94,7 +94,7 @@ impl DirectoryCache {
     /// Stores what the directory answered, unless an invalidation arrived after `epoch`
     /// was read: the answer may predate the change the invalidation announced. Returns
     /// whether it was stored.
-    pub fn insert(&self, key: &str, placement: Placement, fetched: Instant, epoch: u64) -> bool {
+    pub fn insert(&self, key: &str, decision: Decision, fetched: Instant, epoch: u64) -> bool {
         let mut map = self.map.write().unwrap_or_else(|p| p.into_inner());
         if self.epoch.load(Ordering::Acquire) != epoch {
             return false;
@@ -102,7 +102,7 @@ impl DirectoryCache {
         if map.len() >= CAPACITY && !map.contains_key(key) {
             make_room(&mut map, fetched, self.ttl);
         }
-        map.insert(key.into(), Entry { placement, fetched });
+        map.insert(key.into(), Entry { decision, fetched });
         true
     }
 
@@ -149,8 +149,8 @@ mod tests {
     use crate::sharding::router::RouteVia;
     use crate::sharding::slot::ShardKey;
 
-    fn routed() -> Placement {
-        Placement::Routed(Route {
+    fn routed() -> Decision {
+        Decision::Routed(Route {
             slot: ShardKey::Str("t").slot(),
             shard: crate::sharding::shard_set::ShardId::from_index(0),
             via: RouteVia::Hash,

@@ -26,11 +26,12 @@ use quanta::Instant;
 use futures::future::BoxFuture;
 
 use super::breaker::{Breaker, Role};
-use super::guarded::{CutOff, GuardedConn};
+use super::deadline::{CutOff, DeadlineConn};
+use super::pool::PgPool;
 use super::router::{PinRouter, Route, RouteError, RouteVia, ShardRouter};
-use super::shard_set::{PgPool, ShardSet};
+use super::shard_set::ShardSet;
 use super::slot::ShardKey;
-use cache::{Cached, DirectoryCache, Placement};
+use cache::{Cached, Decision, DirectoryCache};
 
 /// Cumulative counters, for `/metrics` and `/actuator/metrics`.
 #[derive(Debug, Clone, Copy, Default, serde::Serialize)]
@@ -117,7 +118,7 @@ impl DirectoryRouter {
         match key.as_text() {
             None => Ok(self.pins.decide(key, shards)),
             Some(text) => self
-                .placement(key, self.fetch(text).await?, shards)
+                .decide(key, self.fetch(text).await?, shards)
                 .to_result(),
         }
     }
@@ -125,9 +126,9 @@ impl DirectoryRouter {
     /// Records a directory answer obtained elsewhere (a bulk read of the table, a
     /// benchmark) as if it had just been looked up.
     pub fn remember(&self, key: &str, shard_name: Option<&str>, shards: &ShardSet) {
-        let placement = self.placement(ShardKey::Str(key), shard_name.map(str::to_owned), shards);
+        let decision = self.decide(ShardKey::Str(key), shard_name.map(str::to_owned), shards);
         self.cache
-            .insert(key, placement, Instant::now(), self.cache.epoch());
+            .insert(key, decision, Instant::now(), self.cache.epoch());
     }
 
     /// Forgets `key` (its row changed).
@@ -166,12 +167,12 @@ impl DirectoryRouter {
     }
 
     /// What a directory answer means for `key` here.
-    fn placement(&self, key: ShardKey<'_>, row: Option<String>, shards: &ShardSet) -> Placement {
+    fn decide(&self, key: ShardKey<'_>, row: Option<String>, shards: &ShardSet) -> Decision {
         let Some(name) = row else {
-            return Placement::Routed(self.pins.decide(key, shards));
+            return Decision::Routed(self.pins.decide(key, shards));
         };
         match shards.by_name(&name) {
-            Some(shard) => Placement::Routed(Route {
+            Some(shard) => Decision::Routed(Route {
                 slot: key.slot(),
                 shard: shard.id(),
                 via: RouteVia::Directory,
@@ -183,7 +184,7 @@ impl DirectoryRouter {
                     "the directory places this tenant on a shard that is not configured; its \
                      requests fail until the row or the topology is fixed"
                 );
-                Placement::UnknownShard(name.into())
+                Decision::UnknownShard(name.into())
             }
         }
     }
@@ -223,7 +224,7 @@ impl DirectoryRouter {
             Ok(Err(e)) => return Err(e.to_string()),
             Err(_) => return Err(format!("no connection within {bound:?}")),
         };
-        let mut conn = GuardedConn::new(conn, Arc::clone(&self.breaker), self.query_timeout);
+        let mut conn = DeadlineConn::new(conn, Arc::clone(&self.breaker), self.query_timeout);
         conn.within(async |c| table::shard_of(c, key).await)
             .await
             .map_err(|CutOff| format!("no answer within {:?}", self.query_timeout))?
@@ -233,7 +234,7 @@ impl DirectoryRouter {
     async fn route_missed(
         &self,
         key: &str,
-        stale: Option<Placement>,
+        stale: Option<Decision>,
         shards: &ShardSet,
     ) -> Result<Route, RouteError> {
         self.counters.misses.fetch_add(1, Ordering::Relaxed);
@@ -241,15 +242,15 @@ impl DirectoryRouter {
         let fetched = Instant::now();
         match self.fetch(key).await {
             Ok(row) => {
-                let placement = self.placement(ShardKey::Str(key), row, shards);
-                let result = placement.to_result();
-                self.cache.insert(key, placement, fetched, epoch);
+                let decision = self.decide(ShardKey::Str(key), row, shards);
+                let result = decision.to_result();
+                self.cache.insert(key, decision, fetched, epoch);
                 result
             }
             Err(unavailable) => match stale {
-                Some(placement) => {
+                Some(decision) => {
                     self.counters.stale_hits.fetch_add(1, Ordering::Relaxed);
-                    placement.to_result()
+                    decision.to_result()
                 }
                 None => Err(unavailable),
             },
@@ -268,13 +269,11 @@ impl ShardRouter for DirectoryRouter {
             return Box::pin(std::future::ready(Ok(self.pins.decide(key, shards))));
         };
         match self.cache.get(text, Instant::now()) {
-            Cached::Fresh(placement) => {
+            Cached::Fresh(decision) => {
                 self.counters.hits.fetch_add(1, Ordering::Relaxed);
-                Box::pin(std::future::ready(placement.to_result()))
+                Box::pin(std::future::ready(decision.to_result()))
             }
-            Cached::Expired(placement) => {
-                Box::pin(self.route_missed(text, Some(placement), shards))
-            }
+            Cached::Expired(decision) => Box::pin(self.route_missed(text, Some(decision), shards)),
             Cached::Absent => Box::pin(self.route_missed(text, None, shards)),
         }
     }

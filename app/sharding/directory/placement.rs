@@ -8,14 +8,15 @@ use std::time::Duration;
 use diesel_async::AsyncPgConnection;
 
 use super::table;
+use crate::sharding::pool::{PgConn, PgPool};
 use crate::sharding::router::{PinRouter, RouteVia};
-use crate::sharding::shard_set::{PgConn, PgPool, ShardSet};
+use crate::sharding::shard_set::ShardSet;
 use crate::sharding::slot::ShardKey;
 use crate::sharding::tenant_rows::{self, TenantTable};
 
 /// Where a tenant routes, by name, and which rule said so.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct Placement {
+pub struct NamedRoute {
     pub shard: String,
     pub via: &'static str,
 }
@@ -24,8 +25,8 @@ pub struct Placement {
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Change {
     pub tenant: String,
-    pub before: Placement,
-    pub after: Placement,
+    pub before: NamedRoute,
+    pub after: NamedRoute,
     /// The tenant's rows on the shard it routed to before, and on the one it routes to now
     /// (counted only when the two differ and the check was not skipped).
     pub rows_before: Option<i64>,
@@ -37,8 +38,8 @@ pub struct Change {
 impl Change {
     fn new(
         tenant: &str,
-        before: Placement,
-        after: Placement,
+        before: NamedRoute,
+        after: NamedRoute,
         (rows_before, rows_after): (Option<i64>, Option<i64>),
         changed: bool,
     ) -> Self {
@@ -108,9 +109,9 @@ pub async fn current(
     control: &mut AsyncPgConnection,
     shards: &ShardSet,
     tenant: &str,
-) -> diesel::QueryResult<Placement> {
+) -> diesel::QueryResult<NamedRoute> {
     Ok(match table::shard_of(control, tenant).await? {
-        Some(shard) => Placement {
+        Some(shard) => NamedRoute {
             shard,
             via: RouteVia::Directory.as_str(),
         },
@@ -119,9 +120,9 @@ pub async fn current(
 }
 
 /// Where config pins and the hash put `tenant`, ignoring the directory.
-pub fn without_directory(shards: &ShardSet, tenant: &str) -> Placement {
+pub fn without_directory(shards: &ShardSet, tenant: &str) -> NamedRoute {
     let route = PinRouter::from_shard_set(shards).decide(ShardKey::Str(tenant), shards);
-    Placement {
+    NamedRoute {
         shard: shards.get(route.shard).name().to_owned(),
         via: route.via.as_str(),
     }
@@ -152,7 +153,7 @@ pub fn pin_entries(shards: &ShardSet, rows: &[table::DirectoryRow]) -> Vec<PinEn
     let topology = shards.topology();
     let hash_shard = |key: &str| {
         shards
-            .get(shards.hash_route(ShardKey::Str(key)).shard)
+            .get(crate::sharding::hash_route(shards, ShardKey::Str(key)).shard)
             .name()
             .to_owned()
     };
@@ -219,7 +220,7 @@ impl Placer<'_> {
             })?;
         let mut control = self.control_conn().await?;
         let before = self.current(&mut control, tenant).await?;
-        let after = Placement {
+        let after = NamedRoute {
             shard: target.name().to_owned(),
             via: RouteVia::Directory.as_str(),
         };
@@ -255,13 +256,13 @@ impl Placer<'_> {
         &self,
         control: &mut AsyncPgConnection,
         tenant: &str,
-    ) -> Result<Placement, PlacementError> {
+    ) -> Result<NamedRoute, PlacementError> {
         current(control, self.shards, tenant)
             .await
             .map_err(|e| PlacementError::Control(e.to_string()))
     }
 
-    fn without_directory(&self, tenant: &str) -> Placement {
+    fn without_directory(&self, tenant: &str) -> NamedRoute {
         without_directory(self.shards, tenant)
     }
 
@@ -272,8 +273,8 @@ impl Placer<'_> {
         &self,
         action: &'static str,
         tenant: &str,
-        before: &Placement,
-        after: &Placement,
+        before: &NamedRoute,
+        after: &NamedRoute,
         force: bool,
     ) -> Result<(Option<i64>, Option<i64>), PlacementError> {
         if force || before.shard == after.shard || self.shards.by_name(&before.shard).is_none() {

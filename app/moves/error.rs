@@ -1,0 +1,123 @@
+//! `MoveError`: why a move command did not do what it was asked. Refusals change nothing;
+//! failures leave the move in a state its record names. The `move_slot` command line turns
+//! each into advice (`cli::explain`); the messages here say what happened.
+
+use super::record::{MoveRecord, RecordError, Step};
+use crate::tenancy::TenantIdError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum MoveError {
+    // Refusals: bad arguments, a step out of order, a tenant or move that is busy.
+    #[error("no shard is named {name:?} (shards: {known})")]
+    UnknownShard { name: String, known: String },
+    #[error("--from and --to are both {shard}: a move needs two shards")]
+    SameShard { shard: String },
+    #[error("--tenant {raw:?}: {reason}")]
+    InvalidTenant { raw: String, reason: TenantIdError },
+    #[error(
+        "move_slot re-routes tenants through the directory, and directory routing is off: set \
+         [sharding] directory_router = true (and deploy it) first"
+    )]
+    DirectoryOff,
+    #[error("cannot move {tenant}: {blocker}")]
+    CannotMove { tenant: String, blocker: String },
+    #[error("slot {slot} has no tenant with rows on {from} that routes there: nothing to move")]
+    NothingInSlot { slot: u16, from: String },
+    #[error("tenant(s) {tenants}: already in move {move_id}, which is not finished")]
+    Busy { tenants: String, move_id: i64 },
+    /// The named tenants are in an unfinished move of other tenants or other shards.
+    #[error("those tenants are in move {}, which is a different move", .other.id)]
+    DifferentMove { other: Box<MoveRecord> },
+    #[error("no unfinished move of those tenants from {from} to {to}")]
+    NoMoveFound { from: String, to: String },
+    #[error("there is no move {0}")]
+    NoSuchMove(i64),
+    #[error("move {move_id} is being run by another move_slot process")]
+    ClaimedElsewhere { move_id: i64 },
+    #[error("cannot {} move {}: it is {}", .step.command(), .record.id, .record.state)]
+    OutOfOrder { record: Box<MoveRecord>, step: Step },
+    /// Someone changed a tenant's directory row after the re-pin: its source rows stay.
+    #[error(
+        "cannot delete move {move_id}'s source rows: tenant {tenant} routes to {} in the \
+         directory now, not {to}; someone changed it since the re-pin",
+        .now.as_deref().unwrap_or("(no row: pin or hash)")
+    )]
+    Rerouted {
+        move_id: i64,
+        tenant: String,
+        now: Option<String>,
+        to: String,
+    },
+    #[error("move {} is done and its source rows are deleted", .record.id)]
+    AbortAfterDone { record: Box<MoveRecord> },
+    #[error(
+        "cannot abort move {}: {} has taken writes for the tenants since the re-pin, and \
+         aborting would lose them", .record.id, .record.to
+    )]
+    AbortAfterWrites { record: Box<MoveRecord> },
+
+    // Failures: a step could not finish; the move's state says where it stopped.
+    #[error("{what}: {source}")]
+    Db { what: String, source: DbError },
+    #[error("{0}")]
+    Connect(String),
+    #[error(
+        "verification failed, so the move was aborted (the source keeps the tenants, nothing \
+         was deleted from it): {differences}"
+    )]
+    VerificationFailed { differences: String },
+    #[error("{0}")]
+    Setup(String),
+}
+
+/// A database error on a shard (the mover's own sessions) or on the control database.
+#[derive(Debug, thiserror::Error)]
+pub enum DbError {
+    #[error("{}", describe(.0))]
+    Shard(tokio_postgres::Error),
+    #[error(transparent)]
+    Control(#[from] diesel::result::Error),
+    #[error(transparent)]
+    Record(#[from] RecordError),
+    #[error("{0}")]
+    Pool(String),
+}
+
+/// The server's own message when there is one (not the driver's wrapping of it).
+fn describe(e: &tokio_postgres::Error) -> String {
+    match e.as_db_error() {
+        Some(db) => db.message().to_owned(),
+        None => e.to_string(),
+    }
+}
+
+impl MoveError {
+    /// Refused: nothing was changed (the command exits 2 rather than 1).
+    pub fn is_refusal(&self) -> bool {
+        !matches!(
+            self,
+            MoveError::Db { .. }
+                | MoveError::Connect(_)
+                | MoveError::VerificationFailed { .. }
+                | MoveError::Setup(_)
+        )
+    }
+}
+
+/// Turns a shard session's error into a failure saying what was being done.
+pub fn on_shard(what: impl Into<String>) -> impl FnOnce(tokio_postgres::Error) -> MoveError {
+    let what = what.into();
+    move |e| MoveError::Db {
+        what,
+        source: DbError::Shard(e),
+    }
+}
+
+/// Turns a control database error into a failure saying what was being done.
+pub fn on_control<E: Into<DbError>>(what: impl Into<String>) -> impl FnOnce(E) -> MoveError {
+    let what = what.into();
+    move |e| MoveError::Db {
+        what,
+        source: e.into(),
+    }
+}

@@ -1,0 +1,475 @@
+//! `Mover`: runs the moves of one deployment (its topology, its tenant tables, its control
+//! database). It plans and records moves, claims one for this process, and runs a move's
+//! steps in the order [`MoveState::next_step`] gives, keeping the two shards' sessions open
+//! between steps.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio_postgres::Client;
+
+use super::conn;
+use super::context::{self, Pair, StepContext, directory_row, rows_on};
+use super::error::{MoveError, on_control, on_shard};
+use super::plan::{self, TenantPlan, TenantSelection};
+use super::progress::MoveProgress;
+use super::record::{self, CreateError, MoveRecord, MoveState, NewMove, Step, StepCheck};
+use super::steps::{self, abort::AbortCheck};
+use super::transfer;
+use crate::configuration::Settings;
+use crate::sharding::directory::placement::{self, NamedRoute};
+use crate::sharding::pool::{PgPool, build_pool};
+use crate::sharding::tenant_rows::TenantTable;
+use crate::sharding::{DbUrl, ShardSet, Topology};
+
+/// Session advisory locks on the control database that say "a process is running this
+/// move": the move's id plus this offset.
+const MOVE_LOCK_BASE: i64 = 0x6d6f_7665_0000_0000;
+
+pub struct Mover {
+    topology: Arc<Topology>,
+    shards: ShardSet,
+    tables: &'static [TenantTable],
+    /// The moves' records and the directory.
+    control: PgPool,
+    /// The session holding this process's claim on a move (a session lock ends with it).
+    claim: Option<Client>,
+    progress: MoveProgress,
+    /// The current move's shard sessions, kept between steps.
+    pair: Option<Pair>,
+}
+
+impl Mover {
+    pub async fn connect(
+        settings: &Settings,
+        tables: &'static [TenantTable],
+    ) -> Result<Self, MoveError> {
+        let topology = Arc::new(settings.topology.clone());
+        let shards =
+            ShardSet::new(topology.clone()).map_err(|e| MoveError::Setup(e.to_string()))?;
+        let control = build_pool(&topology.control_url, 2, &topology, "control")
+            .map_err(|e| MoveError::Setup(e.to_string()))?;
+        // Fail now, naming the database, rather than at the first record.
+        if let Err(e) = control.get().await {
+            return Err(MoveError::Connect(format!(
+                "cannot connect to the control database ({}): {e}",
+                topology.control_url
+            )));
+        }
+        Ok(Self {
+            topology,
+            shards,
+            tables,
+            control,
+            claim: None,
+            progress: MoveProgress::new("move_slot".to_owned()),
+            pair: None,
+        })
+    }
+
+    pub fn topology(&self) -> &Topology {
+        &self.topology
+    }
+
+    fn shard_url(&self, name: &str) -> Result<&DbUrl, MoveError> {
+        self.shards
+            .by_name(name)
+            .map(|s| &s.spec().primary_url)
+            .ok_or_else(|| MoveError::UnknownShard {
+                name: name.to_owned(),
+                known: self.topology.shard_names(),
+            })
+    }
+
+    async fn shard(&self, name: &str) -> Result<Client, MoveError> {
+        let url = self.shard_url(name)?;
+        conn::connect(url, &format!("shard {name}"), self.topology.connect_timeout)
+            .await
+            .map_err(MoveError::Connect)
+    }
+
+    /// Checks `--from`/`--to` before anything connects to them.
+    pub fn check_pair(&self, from: &str, to: &str) -> Result<(), MoveError> {
+        self.shard_url(from)?;
+        self.shard_url(to)?;
+        if from == to {
+            return Err(MoveError::SameShard {
+                shard: from.to_owned(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Where `tenant` routes now: its directory row, else config pin, else hash.
+    async fn current_route(&self, tenant: &str) -> Result<NamedRoute, MoveError> {
+        placement::current(
+            &mut *context::control(&self.control).await?,
+            &self.shards,
+            tenant,
+        )
+        .await
+        .map_err(on_control("cannot read the tenant directory"))
+    }
+
+    /// What moving `selection` from `from` to `to` would do; changes nothing.
+    pub async fn plan(
+        &self,
+        from: &str,
+        to: &str,
+        selection: &TenantSelection,
+    ) -> Result<Vec<TenantPlan>, MoveError> {
+        self.check_pair(from, to)?;
+        let tenants = match selection {
+            TenantSelection::Tenants(tenants) => tenants.clone(),
+            TenantSelection::Slot(slot) => {
+                let source = self.shard(from).await?;
+                plan::tenants_in_slot(&source, self.tables, *slot)
+                    .await
+                    .map_err(on_shard(format!("cannot list the tenants on {from}")))?
+            }
+        };
+        let mut plans = Vec::with_capacity(tenants.len());
+        for tenant in tenants {
+            let NamedRoute { shard: route, via } = self.current_route(&tenant).await?;
+            let rows_from = rows_on(&self.shards, self.tables, from, &tenant).await?;
+            let rows_to = rows_on(&self.shards, self.tables, to, &tenant).await?;
+            plans.push(TenantPlan::new(
+                tenant, from, to, route, via, rows_from, rows_to,
+            ));
+        }
+        Ok(plans)
+    }
+
+    /// Records a new move of `selection` (refusing tenants that cannot move) and returns it.
+    pub async fn start(
+        &mut self,
+        from: &str,
+        to: &str,
+        selection: &TenantSelection,
+        confirm: bool,
+    ) -> Result<MoveRecord, MoveError> {
+        if !self.topology.directory_router {
+            return Err(MoveError::DirectoryOff);
+        }
+        let plans = self.plan(from, to, selection).await?;
+        let named: Vec<String> = plans.iter().map(|p| p.tenant.clone()).collect();
+        let mut control = context::control(&self.control).await?;
+        if let Some(active) = record::active_for(&mut control, &named)
+            .await
+            .map_err(on_control("cannot read tenant_moves"))?
+        {
+            return Err(MoveError::Busy {
+                tenants: active.tenants.join(", "),
+                move_id: active.id,
+            });
+        }
+        let (ready, skipped): (Vec<&TenantPlan>, Vec<&TenantPlan>) =
+            plans.iter().partition(|p| p.blocker.is_none());
+        match selection {
+            TenantSelection::Tenants(_) => {
+                if let Some(p) = skipped.first() {
+                    return Err(MoveError::CannotMove {
+                        tenant: p.tenant.clone(),
+                        blocker: p.blocker.clone().unwrap_or_default(),
+                    });
+                }
+            }
+            TenantSelection::Slot(slot) => {
+                for p in &skipped {
+                    self.progress.step(&format!(
+                        "slot {slot}: skipping {}: {}",
+                        p.tenant,
+                        p.blocker.as_deref().unwrap_or_default()
+                    ));
+                }
+                if ready.is_empty() {
+                    return Err(MoveError::NothingInSlot {
+                        slot: *slot,
+                        from: from.to_owned(),
+                    });
+                }
+            }
+        }
+        let tenants: Vec<String> = ready.iter().map(|p| p.tenant.clone()).collect();
+        let mut previous = BTreeMap::new();
+        for tenant in &tenants {
+            previous.insert(tenant.clone(), directory_row(&self.control, tenant).await?);
+        }
+        let slot = match selection {
+            TenantSelection::Slot(slot) => Some(*slot),
+            TenantSelection::Tenants(_) => None,
+        };
+        let new = NewMove {
+            tenants: &tenants,
+            from,
+            to,
+            slot,
+            confirm,
+            previous: &previous,
+        };
+        match record::create(&mut control, &new).await {
+            Ok(record) => {
+                self.label(&record);
+                self.progress.step(&format!(
+                    "recorded: {} tenant(s), {} row(s) to copy",
+                    tenants.len(),
+                    ready.iter().map(|p| p.rows_on_source()).sum::<i64>()
+                ));
+                Ok(record)
+            }
+            Err(CreateError::Busy { tenant, move_id }) => Err(MoveError::Busy {
+                tenants: tenant,
+                move_id,
+            }),
+            Err(CreateError::Record(e)) => Err(on_control("cannot record the move")(e)),
+        }
+    }
+
+    /// The unfinished move of `selection` from `from` to `to`, for the step commands.
+    pub async fn find(
+        &self,
+        from: &str,
+        to: &str,
+        selection: &TenantSelection,
+    ) -> Result<Option<MoveRecord>, MoveError> {
+        self.check_pair(from, to)?;
+        let mut control = context::control(&self.control).await?;
+        let found = match selection {
+            TenantSelection::Tenants(tenants) => record::active_for(&mut control, tenants).await,
+            TenantSelection::Slot(slot) => {
+                record::active_for_slot(&mut control, *slot, from, to).await
+            }
+        }
+        .map_err(on_control("cannot read tenant_moves"))?;
+        let Some(found) = found else {
+            return Ok(None);
+        };
+        let same_tenants = match selection {
+            TenantSelection::Tenants(tenants) => {
+                let mut a = tenants.clone();
+                let mut b = found.tenants.clone();
+                a.sort();
+                b.sort();
+                a.dedup();
+                a == b
+            }
+            TenantSelection::Slot(_) => true,
+        };
+        if found.from != from || found.to != to || !same_tenants {
+            return Err(MoveError::DifferentMove {
+                other: Box::new(found),
+            });
+        }
+        Ok(Some(found))
+    }
+
+    pub async fn load(&self, id: i64) -> Result<MoveRecord, MoveError> {
+        let mut control = context::control(&self.control).await?;
+        record::load(&mut control, id)
+            .await
+            .map_err(on_control("cannot read tenant_moves"))?
+            .ok_or(MoveError::NoSuchMove(id))
+    }
+
+    pub async fn list(&self) -> Result<Vec<MoveRecord>, MoveError> {
+        let mut control = context::control(&self.control).await?;
+        record::list(&mut control)
+            .await
+            .map_err(on_control("cannot read tenant_moves"))
+    }
+
+    /// Makes this process the only one running `record` until it exits (a session
+    /// advisory lock: a killed process releases it with its connection).
+    pub async fn claim(&mut self, record: &MoveRecord) -> Result<(), MoveError> {
+        let session = match self.claim.take() {
+            Some(session) if !session.is_closed() => session,
+            _ => conn::connect(
+                &self.topology.control_url,
+                "the control database",
+                self.topology.connect_timeout,
+            )
+            .await
+            .map_err(MoveError::Connect)?,
+        };
+        let got: bool = session
+            .query_one(
+                "SELECT pg_try_advisory_lock($1)",
+                &[&(MOVE_LOCK_BASE + record.id)],
+            )
+            .await
+            .map_err(on_shard("cannot lock the move"))?
+            .get(0);
+        self.claim = Some(session);
+        if !got {
+            return Err(MoveError::ClaimedElsewhere { move_id: record.id });
+        }
+        self.label(record);
+        Ok(())
+    }
+
+    fn label(&mut self, record: &MoveRecord) {
+        self.progress.set_label(format!(
+            "move {} ({} {}→{})",
+            record.id,
+            record.tenants.join(","),
+            record.from,
+            record.to
+        ));
+    }
+
+    /// The move's shard sessions: the kept ones, or new ones.
+    async fn take_pair(&mut self, m: &MoveRecord) -> Result<Pair, MoveError> {
+        if let Some(pair) = self.pair.take()
+            && pair.serves(m)
+        {
+            return Ok(pair);
+        }
+        let source = self.shard(&m.from).await?;
+        let dest = self.shard(&m.to).await?;
+        let tables = transfer::describe(&source, self.tables)
+            .await
+            .map_err(on_shard(format!("cannot read the tables on {}", m.from)))?;
+        Ok(Pair {
+            from: m.from.clone(),
+            to: m.to.clone(),
+            source,
+            dest,
+            tables,
+        })
+    }
+
+    /// Runs `work` with the move's step context, keeping the shard sessions for the next.
+    async fn with_context(
+        &mut self,
+        m: &mut MoveRecord,
+        work: impl AsyncFnOnce(&mut StepContext<'_>, &mut MoveRecord) -> Result<(), MoveError>,
+    ) -> Result<(), MoveError> {
+        let mut pair = self.take_pair(m).await?;
+        let mut cx = StepContext {
+            control: &self.control,
+            shards: &self.shards,
+            tables: self.tables,
+            progress: &self.progress,
+            pair: &mut pair,
+        };
+        let result = work(&mut cx, m).await;
+        self.pair = Some(pair);
+        result
+    }
+
+    /// Runs one step of `m`, if its state allows it (see [`MoveState::check`]). `grace` is
+    /// how long `delete` waits after the re-pin.
+    pub async fn step(
+        &mut self,
+        m: &mut MoveRecord,
+        step: Step,
+        grace: Duration,
+    ) -> Result<(), MoveError> {
+        match m.state.check(step) {
+            StepCheck::Run => {}
+            StepCheck::AlreadyDone => {
+                self.progress.step(step.already());
+                return Ok(());
+            }
+            StepCheck::OutOfOrder => {
+                return Err(MoveError::OutOfOrder {
+                    record: Box::new(m.clone()),
+                    step,
+                });
+            }
+        }
+        self.with_context(m, async |cx, m| match step {
+            Step::Copy => steps::copy::run(cx, m).await,
+            Step::Verify => steps::verify::run(cx, m).await,
+            Step::Repin => steps::repin::run(cx, m).await,
+            Step::Delete => steps::delete::run(cx, m, grace).await,
+        })
+        .await
+    }
+
+    /// Undoes `m` (see `steps::abort`).
+    pub async fn abort(&mut self, m: &mut MoveRecord) -> Result<(), MoveError> {
+        match steps::abort::check(m.state) {
+            AbortCheck::AlreadyAborted => {
+                self.progress.step("already aborted");
+                Ok(())
+            }
+            AbortCheck::Refused => Err(MoveError::AbortAfterDone {
+                record: Box::new(m.clone()),
+            }),
+            // Nothing on the shards to undo: no sessions needed.
+            AbortCheck::RecordOnly => {
+                let mut control = context::control(&self.control).await?;
+                record::advance(
+                    &mut control,
+                    m,
+                    MoveState::Aborted,
+                    &[record::Set::Now("finished_at")],
+                )
+                .await
+                .map_err(on_control("cannot record the move's progress"))?;
+                self.progress
+                    .step("aborted: routing and data are as before the move");
+                Ok(())
+            }
+            AbortCheck::Undo => {
+                self.with_context(m, async |cx, m| steps::abort::run(cx, m).await)
+                    .await
+            }
+        }
+    }
+
+    /// Runs the remaining steps in order: copy, verify, re-pin and, when `confirm`, delete.
+    pub async fn drive(
+        &mut self,
+        m: &mut MoveRecord,
+        confirm: bool,
+        grace: Duration,
+    ) -> Result<(), MoveError> {
+        while let Some(step) = m.state.next_step() {
+            if step == Step::Delete && !confirm {
+                self.progress.step(&format!(
+                    "stopped after the re-pin; the source rows stay until you run `move_slot \
+                     delete --from {} --to {} {} --confirm`",
+                    m.from,
+                    m.to,
+                    m.selection_args()
+                ));
+                return Ok(());
+            }
+            self.step(m, step, grace).await?;
+        }
+        Ok(())
+    }
+
+    /// After a slot's move is done: the `autumn.toml` change that would make the slot's
+    /// placement permanent, or why it is not safe yet. `None` for tenant moves.
+    pub async fn slot_advice(&self, m: &MoveRecord) -> Result<Option<String>, MoveError> {
+        let Some(slot) = m.slot else {
+            return Ok(None);
+        };
+        let slot = slot as u16;
+        if m.state != MoveState::Done {
+            return Ok(None);
+        }
+        let source = self.shard(&m.from).await?;
+        let left = plan::tenants_in_slot(&source, self.tables, slot)
+            .await
+            .map_err(on_shard(format!("cannot list the tenants on {}", m.from)))?;
+        if !left.is_empty() {
+            return Ok(Some(format!(
+                "slot {slot} still has tenants with rows on {}: {}. Do not move slot {slot} in \
+                 autumn.toml until they are moved too, or they would lose their data",
+                m.from,
+                left.join(", ")
+            )));
+        }
+        Ok(Some(plan::slot_remap_advice(
+            &self.topology,
+            slot,
+            &m.from,
+            &m.to,
+        )))
+    }
+}

@@ -1,0 +1,142 @@
+//! Undoing a move from wherever it stopped: routing as before, the source writable again,
+//! the copied rows removed from the destination. Refused once the move is done, or once the
+//! destination has taken writes after the re-pin (undoing would lose them).
+
+use crate::moves::checksum::{self, TableSum};
+use crate::moves::context::{Pair, StepContext};
+use crate::moves::error::{MoveError, on_control, on_shard};
+use crate::moves::record::{MoveRecord, MoveState, Set};
+use crate::moves::tenant_guard::{self, GuardState};
+use crate::moves::transfer;
+use crate::sharding::directory::table;
+
+/// Whether an abort has anything to undo on the shards, or can only be refused or noted.
+pub enum AbortCheck {
+    AlreadyAborted,
+    Refused,
+    /// Nothing was touched on the shards yet.
+    RecordOnly,
+    /// The shards must be put back (`run`).
+    Undo,
+}
+
+pub fn check(state: MoveState) -> AbortCheck {
+    match state {
+        MoveState::Aborted => AbortCheck::AlreadyAborted,
+        MoveState::Done => AbortCheck::Refused,
+        MoveState::Planned => AbortCheck::RecordOnly,
+        MoveState::Copying
+        | MoveState::Copied
+        | MoveState::Fenced
+        | MoveState::Verified
+        | MoveState::Repinned => AbortCheck::Undo,
+    }
+}
+
+/// Puts the shards back as they were before the move, then records it aborted.
+pub async fn run(cx: &mut StepContext<'_>, m: &mut MoveRecord) -> Result<(), MoveError> {
+    if m.state == MoveState::Repinned {
+        undo_repin(cx, m).await?;
+    } else {
+        undo_copy(cx, m).await?;
+    }
+    finish(cx, m).await
+}
+
+/// Records the move aborted.
+pub async fn finish(cx: &StepContext<'_>, m: &mut MoveRecord) -> Result<(), MoveError> {
+    cx.advance(m, MoveState::Aborted, &[Set::Now("finished_at")])
+        .await?;
+    cx.progress
+        .step("aborted: routing and data are as before the move");
+    Ok(())
+}
+
+/// Before the re-pin the source is authoritative: lift its guard, forget the change log,
+/// remove what was copied.
+pub async fn undo_copy(cx: &mut StepContext<'_>, m: &MoveRecord) -> Result<(), MoveError> {
+    let pair = &mut *cx.pair;
+    tenant_guard::clear(&mut pair.source, m.id, &m.tenants)
+        .await
+        .map_err(on_shard(format!("cannot lift the guard on {}", m.from)))?;
+    transfer::clear_changes(&pair.source, m.id)
+        .await
+        .map_err(on_shard("cannot clear the change log"))?;
+    remove_copy(pair, m).await?;
+    tenant_guard::clear(&mut pair.dest, m.id, &m.tenants)
+        .await
+        .map_err(on_shard(format!("cannot lift the guard on {}", m.to)))?;
+    Ok(())
+}
+
+/// After the re-pin, only if the destination is exactly as verified: fence it, route back,
+/// reopen the source, remove the copy and leave "departed" on the destination for any
+/// replica still routing there.
+async fn undo_repin(cx: &mut StepContext<'_>, m: &MoveRecord) -> Result<(), MoveError> {
+    let pair = &mut *cx.pair;
+    tenant_guard::set(
+        &mut pair.dest,
+        m.id,
+        &m.tenants,
+        GuardState::Fenced,
+        &m.from,
+    )
+    .await
+    .map_err(on_shard(format!("cannot fence the tenants on {}", m.to)))?;
+    let now = checksum::sums(&pair.dest, &pair.tables, &m.tenants)
+        .await
+        .map_err(on_shard(format!("cannot checksum {}", m.to)))?;
+    let verified: Option<Vec<TableSum>> = m
+        .checksums
+        .clone()
+        .and_then(|v| serde_json::from_value(v).ok());
+    if verified.as_deref() != Some(now.as_slice()) {
+        tenant_guard::clear(&mut pair.dest, m.id, &m.tenants)
+            .await
+            .map_err(on_shard(format!("cannot reopen {}", m.to)))?;
+        return Err(MoveError::AbortAfterWrites {
+            record: Box::new(m.clone()),
+        });
+    }
+    let mut directory = cx.control().await?;
+    for tenant in &m.tenants {
+        let restored = match m.previous.get(tenant).cloned().flatten() {
+            Some(shard) => {
+                let note = Some("restored by move_slot abort");
+                table::upsert(&mut directory, tenant, &shard, note).await
+            }
+            None => table::remove(&mut directory, tenant).await.map(drop),
+        };
+        restored.map_err(on_control("cannot restore the directory"))?;
+    }
+    drop(directory);
+    let pair = &mut *cx.pair;
+    tenant_guard::clear(&mut pair.source, m.id, &m.tenants)
+        .await
+        .map_err(on_shard(format!("cannot reopen {}", m.from)))?;
+    remove_copy(pair, m).await?;
+    tenant_guard::set(
+        &mut pair.dest,
+        m.id,
+        &m.tenants,
+        GuardState::Departed,
+        &m.from,
+    )
+    .await
+    .map_err(on_shard(format!(
+        "cannot mark the tenants departed on {}",
+        m.to
+    )))?;
+    Ok(())
+}
+
+/// Removes the tenants' copied rows from the destination.
+async fn remove_copy(pair: &mut Pair, m: &MoveRecord) -> Result<(), MoveError> {
+    transfer::delete_moved_rows(&mut pair.dest, m.id, &m.tenants, &pair.tables)
+        .await
+        .map_err(on_shard(format!(
+            "cannot remove the copied rows from {}",
+            m.to
+        )))?;
+    Ok(())
+}

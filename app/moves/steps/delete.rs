@@ -1,0 +1,58 @@
+//! Step 4: delete the tenants' rows from the source, once every moved key still routes to
+//! the destination and every web replica's directory cache has had `grace` to expire.
+
+use std::time::Duration;
+
+use crate::moves::context::{StepContext, directory_row};
+use crate::moves::error::{MoveError, on_control, on_shard};
+use crate::moves::record::{self, MoveRecord, MoveState, Set};
+use crate::moves::transfer;
+
+pub async fn run(
+    cx: &mut StepContext<'_>,
+    m: &mut MoveRecord,
+    grace: Duration,
+) -> Result<(), MoveError> {
+    for tenant in &m.tenants {
+        let row = directory_row(cx.control, tenant).await?;
+        if row.as_deref() != Some(m.to.as_str()) {
+            return Err(MoveError::Rerouted {
+                move_id: m.id,
+                tenant: tenant.clone(),
+                now: row,
+                to: m.to.clone(),
+            });
+        }
+    }
+    let wait = record::until_repin_is(&mut *cx.control().await?, m.id, grace)
+        .await
+        .map_err(on_control("cannot read the re-pin time"))?;
+    if wait > 0.0 {
+        cx.progress.step(&format!(
+            "waiting {wait:.1} s so that every web replica's directory cache has expired \
+             (--grace)"
+        ));
+        tokio::time::sleep(Duration::from_secs_f64(wait)).await;
+    }
+    let pair = &mut *cx.pair;
+    let deleted = transfer::delete_moved_rows(&mut pair.source, m.id, &m.tenants, &pair.tables)
+        .await
+        .map_err(on_shard(format!("cannot delete the rows on {}", m.from)));
+    let cleared = transfer::clear_changes(&pair.source, m.id)
+        .await
+        .map_err(on_shard("cannot clear the change log"));
+    let deleted = deleted?;
+    cleared?;
+    cx.advance(
+        m,
+        MoveState::Done,
+        &[
+            Set::Count("rows_deleted", deleted as i64),
+            Set::Now("finished_at"),
+        ],
+    )
+    .await?;
+    cx.progress
+        .step(&format!("deleted {deleted} row(s) from {}; done", m.from));
+    Ok(())
+}

@@ -1,0 +1,269 @@
+//! Copying tenants' rows between shards: the bulk copy (one `COPY` stream per table, from
+//! one source snapshot, into one destination transaction) and the catch-up copy of the
+//! rows written meanwhile (the keys the source's guard logged).
+
+use std::collections::BTreeMap;
+use std::pin::pin;
+
+use futures::{SinkExt, StreamExt};
+use tokio_postgres::Client;
+use tokio_postgres::IsolationLevel;
+
+use super::conn::{ident, literal};
+use super::pause::{PausePoint, pause_at};
+use super::progress::MoveProgress;
+use super::tenant_guard;
+use crate::sharding::tenant_rows::TenantTable;
+
+/// A tenant table as the mover needs it: its columns (in the source's order) and the SQL
+/// type of its key column.
+#[derive(Clone, Debug)]
+pub struct TableInfo {
+    pub table: TenantTable,
+    pub columns: Vec<String>,
+    pub key_type: String,
+}
+
+impl TableInfo {
+    pub fn name(&self) -> String {
+        ident(self.table.name)
+    }
+
+    pub fn tenant_column(&self) -> String {
+        ident(self.table.tenant_column)
+    }
+
+    pub fn key_column(&self) -> String {
+        ident(self.table.key_column)
+    }
+
+    /// `"a", "b", …`
+    pub fn column_list(&self) -> String {
+        self.columns
+            .iter()
+            .map(|c| ident(c))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
+/// Reads each table's columns and key type from the shard's catalog.
+pub async fn describe(
+    shard: &Client,
+    tables: &[TenantTable],
+) -> Result<Vec<TableInfo>, tokio_postgres::Error> {
+    let mut out = Vec::with_capacity(tables.len());
+    for table in tables {
+        let rows = shard
+            .query(
+                "SELECT a.attname::text, format_type(a.atttypid, a.atttypmod) \
+                 FROM pg_attribute a WHERE a.attrelid = $1::text::regclass \
+                 AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum",
+                &[&table.name],
+            )
+            .await?;
+        let columns: Vec<String> = rows.iter().map(|r| r.get(0)).collect();
+        let key_type = rows
+            .iter()
+            .find(|r| r.get::<_, String>(0) == table.key_column)
+            .map(|r| r.get(1))
+            .unwrap_or_else(|| "text".to_owned());
+        out.push(TableInfo {
+            table: *table,
+            columns,
+            key_type,
+        });
+    }
+    Ok(out)
+}
+
+/// Copies every row of `tenants` from `source` to `dest`, replacing whatever an earlier,
+/// interrupted attempt of this move left there. Returns the rows copied.
+///
+/// The source is read in one repeatable-read snapshot, so all tables agree; the
+/// destination is written in one transaction, so a killed copy leaves nothing behind.
+pub async fn bulk(
+    source: &mut Client,
+    dest: &mut Client,
+    move_id: i64,
+    tenants: &[String],
+    tables: &[TableInfo],
+    progress: &MoveProgress,
+) -> Result<u64, tokio_postgres::Error> {
+    let snapshot = source
+        .build_transaction()
+        .isolation_level(IsolationLevel::RepeatableRead)
+        .read_only(true)
+        .start()
+        .await?;
+    let into = dest.transaction().await?;
+    tenant_guard::bypass(&into, move_id).await?;
+    let owned_by = tenants
+        .iter()
+        .map(|t| literal(t))
+        .collect::<Vec<_>>()
+        .join(", ");
+    delete_tenants(&into, tables, tenants).await?;
+    let mut copied = 0;
+    for table in tables {
+        let out = snapshot
+            .copy_out(&format!(
+                "COPY (SELECT {} FROM {} WHERE {} IN ({owned_by})) TO STDOUT",
+                table.column_list(),
+                table.name(),
+                table.tenant_column()
+            ))
+            .await?;
+        let sink = into
+            .copy_in(&format!(
+                "COPY {} ({}) FROM STDIN",
+                table.name(),
+                table.column_list()
+            ))
+            .await?;
+        let mut out = pin!(out);
+        let mut sink = pin!(sink);
+        while let Some(chunk) = out.next().await {
+            let chunk = chunk?;
+            // Text format: one line per row (newlines inside values are escaped).
+            progress.advance(bytecount(&chunk));
+            // Feed without flushing: the server sends one message per row, and flushing
+            // each would cost a socket write per row.
+            sink.feed(chunk).await?;
+            pause_at(PausePoint::DuringCopy);
+        }
+        copied += sink.as_mut().finish().await?;
+    }
+    into.commit().await?;
+    snapshot.commit().await?;
+    Ok(copied)
+}
+
+/// Deletes `tenants`' rows from every table, in `tx` (which must bypass the guard).
+async fn delete_tenants(
+    tx: &tokio_postgres::Transaction<'_>,
+    tables: &[TableInfo],
+    tenants: &[String],
+) -> Result<u64, tokio_postgres::Error> {
+    let mut deleted = 0;
+    for table in tables {
+        deleted += tx
+            .execute(
+                &format!(
+                    "DELETE FROM {} WHERE {} = ANY($1)",
+                    table.name(),
+                    table.tenant_column()
+                ),
+                &[&tenants],
+            )
+            .await?;
+    }
+    Ok(deleted)
+}
+
+fn bytecount(chunk: &[u8]) -> u64 {
+    chunk.iter().filter(|&&b| b == b'\n').count() as u64
+}
+
+/// Forgets a move's change log on the source (the move is finished or undone).
+pub async fn clear_changes(source: &Client, move_id: i64) -> Result<u64, tokio_postgres::Error> {
+    source
+        .execute(
+            "DELETE FROM _autumn_move_changes WHERE move_id = $1",
+            &[&move_id],
+        )
+        .await
+}
+
+/// Applies up to `limit` logged changes: each logged key's row is re-read on the source
+/// and replaces the destination's (or is deleted there, when the source no longer has
+/// it), then the log entries are removed. Re-applying an entry is harmless, and an entry
+/// logged while this runs stays for the next round. Returns the entries applied.
+pub async fn catch_up(
+    source: &mut Client,
+    dest: &mut Client,
+    move_id: i64,
+    tables: &[TableInfo],
+    limit: i64,
+) -> Result<u64, tokio_postgres::Error> {
+    let log = source
+        .query(
+            "SELECT seq, table_name, tenant_key, row_key FROM _autumn_move_changes \
+             WHERE move_id = $1 ORDER BY seq LIMIT $2",
+            &[&move_id, &limit],
+        )
+        .await?;
+    if log.is_empty() {
+        return Ok(0);
+    }
+    let mut keys: BTreeMap<(String, String), Vec<String>> = BTreeMap::new();
+    let mut seqs: Vec<i64> = Vec::with_capacity(log.len());
+    for row in &log {
+        seqs.push(row.get(0));
+        keys.entry((row.get(1), row.get(2)))
+            .or_default()
+            .push(row.get(3));
+    }
+    let into = dest.transaction().await?;
+    tenant_guard::bypass(&into, move_id).await?;
+    for ((table_name, tenant), mut row_keys) in keys {
+        let Some(table) = tables.iter().find(|t| t.table.name == table_name) else {
+            continue;
+        };
+        row_keys.sort();
+        row_keys.dedup();
+        let matching = format!(
+            "{} = $1 AND {} = ANY($2::text[]::{}[])",
+            table.tenant_column(),
+            table.key_column(),
+            table.key_type
+        );
+        let rows: String = source
+            .query_one(
+                &format!(
+                    "SELECT coalesce(jsonb_agg(to_jsonb(t)), '[]'::jsonb)::text FROM {} t WHERE {matching}",
+                    table.name()
+                ),
+                &[&tenant, &row_keys],
+            )
+            .await?
+            .get(0);
+        into.execute(
+            &format!("DELETE FROM {} WHERE {matching}", table.name()),
+            &[&tenant, &row_keys],
+        )
+        .await?;
+        into.execute(
+            &format!(
+                "INSERT INTO {name} ({cols}) SELECT {cols} FROM jsonb_populate_recordset(NULL::{name}, $1::text::jsonb)",
+                name = table.name(),
+                cols = table.column_list()
+            ),
+            &[&rows],
+        )
+        .await?;
+    }
+    into.commit().await?;
+    source
+        .execute(
+            "DELETE FROM _autumn_move_changes WHERE seq = ANY($1)",
+            &[&seqs],
+        )
+        .await?;
+    Ok(seqs.len() as u64)
+}
+
+/// Deletes `tenants`' rows on the connected shard in a transaction of their own (the guard
+/// lets the mover through). Returns the rows deleted.
+pub async fn delete_moved_rows(
+    shard: &mut Client,
+    move_id: i64,
+    tenants: &[String],
+    tables: &[TableInfo],
+) -> Result<u64, tokio_postgres::Error> {
+    let tx = shard.transaction().await?;
+    tenant_guard::bypass(&tx, move_id).await?;
+    let deleted = delete_tenants(&tx, tables, tenants).await?;
+    tx.commit().await?;
+    Ok(deleted)
+}

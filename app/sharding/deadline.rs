@@ -1,0 +1,106 @@
+//! A pooled connection tied to its server's circuit breaker. Its statements run under a
+//! deadline that detects a *silent* server: when a statement has waited a whole deadline
+//! and the server has answered nothing else meanwhile (no other statement, no liveness
+//! check), the statement is abandoned and the breaker opens. A statement that is merely
+//! slow on a server that keeps answering (a lock wait, a loaded machine) goes on waiting,
+//! bounded by the request's own timeout.
+//!
+//! A connection whose statement was cut off (by the deadline, or because the caller's
+//! future was dropped) is discarded when this is dropped, never returned to the pool: its
+//! server may still be working on the statement, or may be gone. Shard connections and the
+//! directory's lookups both go through it.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use deadpool::managed::Object;
+use diesel_async::AsyncPgConnection;
+use quanta::Instant;
+
+use super::breaker::Breaker;
+use super::pool::PgConn;
+
+/// A statement on the connection was cut off: by this call's deadline, or by an earlier one.
+#[derive(Debug)]
+pub struct CutOff;
+
+pub struct DeadlineConn {
+    /// `Some` until `Drop`.
+    conn: Option<PgConn>,
+    /// A statement may be in flight on `conn`.
+    dirty: bool,
+    breaker: Arc<Breaker>,
+    deadline: Duration,
+}
+
+impl DeadlineConn {
+    pub fn new(conn: PgConn, breaker: Arc<Breaker>, deadline: Duration) -> Self {
+        Self {
+            conn: Some(conn),
+            dirty: false,
+            breaker,
+            deadline,
+        }
+    }
+
+    pub fn breaker(&self) -> &Arc<Breaker> {
+        &self.breaker
+    }
+
+    pub fn deadline(&self) -> Duration {
+        self.deadline
+    }
+
+    /// The connection, without a deadline: for background work whose statements are
+    /// bounded by their own batch sizes, not by a request.
+    pub fn raw(&mut self) -> &mut AsyncPgConnection {
+        self.conn
+            .as_mut()
+            .expect("the connection is only taken when the DeadlineConn is dropped")
+    }
+
+    /// Runs `work`, abandoning it once the server has been silent for a whole deadline.
+    /// Then the connection will be discarded and the server's breaker is open.
+    pub async fn within<T>(
+        &mut self,
+        work: impl AsyncFnOnce(&mut AsyncPgConnection) -> T,
+    ) -> Result<T, CutOff> {
+        if self.dirty {
+            return Err(CutOff);
+        }
+        self.dirty = true;
+        let conn = self
+            .conn
+            .as_mut()
+            .expect("the connection is only taken when the DeadlineConn is dropped");
+        let mut work = std::pin::pin!(work(conn));
+        loop {
+            let window = Instant::now();
+            match tokio::time::timeout(self.deadline, &mut work).await {
+                Ok(outcome) => {
+                    self.dirty = false;
+                    self.breaker.answered();
+                    return Ok(outcome);
+                }
+                // Slow, not silent: the server answers others.
+                Err(_) if self.breaker.answered_since(window) => continue,
+                Err(_) => {
+                    self.breaker
+                        .trip("statement deadline passed, server silent");
+                    return Err(CutOff);
+                }
+            }
+        }
+    }
+}
+
+impl Drop for DeadlineConn {
+    fn drop(&mut self) {
+        if self.dirty
+            && let Some(conn) = self.conn.take()
+        {
+            // Out of the pool for good; dropping it closes the socket.
+            drop(Object::take(conn));
+        }
+    }
+}

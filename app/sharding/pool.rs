@@ -1,0 +1,64 @@
+//! Connection pools: one per database server, built lazily, every wait bounded.
+//!
+//! The types every other part of the sharding layer names a pooled connection by live here,
+//! below the breakers and the shard set that use them.
+
+use std::time::Duration;
+
+use deadpool::Runtime;
+use deadpool::managed::{Pool, PoolError, Timeouts};
+use diesel_async::AsyncPgConnection;
+use diesel_async::pooled_connection::{
+    AsyncDieselConnectionManager, ManagerConfig, PoolError as ConnectError, RecyclingMethod,
+};
+
+use super::db_url::DbUrl;
+use super::topology::Topology;
+
+/// A pool of connections to one Postgres server.
+pub type PgPool = Pool<AsyncDieselConnectionManager<AsyncPgConnection>>;
+/// A connection checked out of a [`PgPool`]; derefs to `AsyncPgConnection`.
+pub type PgConn = deadpool::managed::Object<AsyncDieselConnectionManager<AsyncPgConnection>>;
+/// Why a checkout failed (timeout, connection refused, …).
+pub type CheckoutError = PoolError<ConnectError>;
+
+#[derive(Debug, thiserror::Error)]
+#[error("cannot build the connection pool for {target}: {message}")]
+pub struct PoolBuildError {
+    pub target: String,
+    pub message: String,
+}
+
+/// A lazily connecting pool whose every wait is bounded, so a dead server costs a request
+/// `connect_timeout` rather than the operating system's TCP timeout.
+///
+/// Checkouts do not ping (`RecyclingMethod::Fast`). A connection whose server closed it is
+/// still never handed out (the driver sees the socket close), and the ping would not help
+/// with a *silent* server: it would wait out the recycle timeout on every idle connection
+/// in turn before giving up, several seconds per request. Silence is caught instead by the
+/// query deadline and the circuit breakers ([`super::breaker`]). It also saves a round
+/// trip on every checkout.
+pub fn build_pool(
+    url: &DbUrl,
+    size: u32,
+    topology: &Topology,
+    target: &str,
+) -> Result<PgPool, PoolBuildError> {
+    let mut config = ManagerConfig::default();
+    config.recycling_method = RecyclingMethod::Fast;
+    let manager =
+        AsyncDieselConnectionManager::<AsyncPgConnection>::new_with_config(url.expose(), config);
+    Pool::builder(manager)
+        .max_size(size as usize)
+        .runtime(Runtime::Tokio1)
+        .timeouts(Timeouts {
+            wait: Some(topology.acquire_timeout),
+            create: Some(topology.connect_timeout),
+            recycle: Some(topology.connect_timeout.min(Duration::from_secs(2))),
+        })
+        .build()
+        .map_err(|e| PoolBuildError {
+            target: target.to_owned(),
+            message: e.to_string(),
+        })
+}

@@ -1,0 +1,298 @@
+//! Builds the application: pools, router (with its directory listener when directory routing
+//! is on), replica monitor and HTTP listener. The server, the CLI and the tests all go
+//! through [`Application::build`]; [`state`] assembles the features' state and routes.
+
+pub mod state;
+
+use std::collections::BTreeSet;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use tokio::net::TcpListener;
+
+use crate::admin::{self, AdminState, AdminToken, ControlDb};
+use crate::configuration::Settings;
+use crate::fairness::Fairness;
+use crate::jobs::worker::{self, JobCounts, WorkerOptions};
+use crate::migrate::{self, Kind, TargetFilter};
+use crate::search::reindexer::{self, IndexStates, ReindexOptions};
+use crate::sharding::access::Shards;
+use crate::sharding::breaker::spawn_liveness_monitor;
+use crate::sharding::cross_shard::CrossShard;
+use crate::sharding::directory::listener;
+use crate::sharding::health::spawn_replica_monitor;
+use crate::sharding::pool::{PgPool, build_pool};
+use crate::sharding::replicas::ReplicaStates;
+use crate::sharding::{DirectoryRouter, PinRouter, ShardRouter, ShardSet};
+use crate::tenancy::TenantHeader;
+use crate::web::health::Readiness;
+use crate::web::metrics::{MetricSource, Metrics, ShardMetrics};
+use crate::web::{HttpService, InstanceName};
+pub use state::AppState;
+
+/// How the server is run (as opposed to what it talks to, which is [`Settings`]).
+#[derive(Debug, Clone)]
+pub struct ServeOptions {
+    /// Address to bind; port 0 picks a free port (tests).
+    pub bind: SocketAddr,
+    /// Returned as `X-Served-By`.
+    pub instance_name: String,
+    /// Apply pending migrations before serving.
+    pub migrate: bool,
+    /// Bound on one shard's part of a fan-out or a readiness probe.
+    pub shard_timeout: Duration,
+    /// Bound on a whole request.
+    pub request_timeout: Duration,
+    /// How often replica readiness is re-checked in the background.
+    pub replica_check_interval: Duration,
+    /// How often every database server's liveness is checked, so that a server that goes
+    /// silent opens its breaker even before a request is sent to it.
+    pub liveness_interval: Duration,
+    /// Mounts the admin page, for whoever presents this token.
+    pub admin_token: Option<AdminToken>,
+    /// Run the background work (a reindexer per shard, a job worker) in this process.
+    pub background: bool,
+    pub reindex: ReindexOptions,
+    pub jobs: WorkerOptions,
+}
+
+impl Default for ServeOptions {
+    fn default() -> Self {
+        Self {
+            bind: SocketAddr::from(([0, 0, 0, 0], 3000)),
+            instance_name: "bookmarks".to_owned(),
+            migrate: false,
+            shard_timeout: Duration::from_millis(1500),
+            request_timeout: Duration::from_secs(10),
+            replica_check_interval: Duration::from_secs(2),
+            liveness_interval: Duration::from_secs(1),
+            admin_token: None,
+            background: true,
+            reindex: ReindexOptions::default(),
+            jobs: WorkerOptions::default(),
+        }
+    }
+}
+
+pub struct Application {
+    listener: TcpListener,
+    router: HttpService,
+    state: AppState,
+    background: Background,
+    replica_check_interval: Duration,
+    liveness_interval: Duration,
+    run_background: Option<(ReindexOptions, WorkerOptions)>,
+}
+
+/// What the tasks beside the requests work on.
+struct Background {
+    shards: Shards,
+    metrics: ShardMetrics,
+    control: PgPool,
+    directory: Option<Arc<DirectoryRouter>>,
+    expected_shard_migrations: Arc<BTreeSet<String>>,
+    index: Arc<IndexStates>,
+    jobs: Arc<JobCounts>,
+    instance: InstanceName,
+}
+
+impl Application {
+    pub async fn build(settings: Settings, options: ServeOptions) -> anyhow::Result<Self> {
+        let topology = Arc::new(settings.topology.clone());
+        tracing::info!(
+            shards = topology.shards.len(),
+            total_max_connections = topology.total_max_connections(),
+            "topology loaded (compare total_max_connections x replicas with max_connections)"
+        );
+        if options.migrate {
+            let targets = migrate::targets(&topology, &TargetFilter::default())?;
+            migrate::run(&targets).await?;
+        }
+        let set = Arc::new(ShardSet::new(topology.clone())?);
+        let control = build_pool(
+            &topology.control_url,
+            topology.control_pool_size,
+            &topology,
+            "control",
+        )?;
+        // One directory router shared by the request path and its listener (spawned in
+        // `run_until`), so invalidations reach the cache that routes.
+        let directory = topology
+            .directory_router
+            .then(|| Arc::new(DirectoryRouter::new(control.clone(), &set)));
+        let router: Arc<dyn ShardRouter> = match &directory {
+            Some(directory) => directory.clone(),
+            None => Arc::new(PinRouter::from_shard_set(&set)),
+        };
+        let replicas = Arc::new(ReplicaStates::new(&set));
+        let index = Arc::new(IndexStates::new(&set));
+        let jobs = Arc::new(JobCounts::default());
+        let shards = Shards::new(set, router, replicas);
+        let instance = InstanceName::new(&options.instance_name);
+        let fairness = Fairness::new(settings.tenancy.max_in_flight_per_tenant);
+        let cross = CrossShard::new(shards.clone(), options.shard_timeout);
+        let expected_shard_migrations = Arc::new(migrate::expected_versions(Kind::Shard));
+        let shard_metrics = || ShardMetrics {
+            shards: shards.clone(),
+            control: control.clone(),
+            directory: directory.clone(),
+        };
+        let metrics = Metrics::new(
+            instance.clone(),
+            vec![
+                Arc::new(shard_metrics()) as Arc<dyn MetricSource>,
+                index.clone() as Arc<dyn MetricSource>,
+                jobs.clone() as Arc<dyn MetricSource>,
+                Arc::new(fairness.clone()) as Arc<dyn MetricSource>,
+            ],
+        );
+        let admin = options.admin_token.clone().map(|token| {
+            AdminState::new(admin::Sources {
+                token,
+                shards: shards.clone(),
+                cross: cross.clone(),
+                control: ControlDb::new(control.clone(), options.shard_timeout),
+                shard_timeout: options.shard_timeout,
+                expected_shard_migrations: expected_shard_migrations.clone(),
+                index: index.clone(),
+                jobs: jobs.clone(),
+                fairness: fairness.clone(),
+                instance: instance.clone(),
+            })
+        });
+        let state = AppState {
+            readiness: Readiness::new(
+                control.clone(),
+                shards.clone(),
+                directory.clone(),
+                migrate::expected_versions(Kind::Control),
+                expected_shard_migrations.clone(),
+                options.shard_timeout,
+            ),
+            shards: shards.clone(),
+            cross,
+            tenant_header: TenantHeader::new(&settings.tenancy.header),
+            fairness,
+            metrics,
+            instance: instance.clone(),
+            admin,
+        };
+        let listener = TcpListener::bind(options.bind)
+            .await
+            .with_context(|| format!("cannot bind {}", options.bind))?;
+        let router = state.router(options.request_timeout);
+        Ok(Self {
+            listener,
+            router,
+            background: Background {
+                metrics: shard_metrics(),
+                shards,
+                control,
+                directory,
+                expected_shard_migrations,
+                index,
+                jobs,
+                instance,
+            },
+            state,
+            replica_check_interval: options.replica_check_interval,
+            liveness_interval: options.liveness_interval,
+            run_background: options
+                .background
+                .then_some((options.reindex, options.jobs)),
+        })
+    }
+
+    pub fn local_addr(&self) -> SocketAddr {
+        self.listener
+            .local_addr()
+            .expect("a bound listener has an address")
+    }
+
+    pub fn state(&self) -> &AppState {
+        &self.state
+    }
+
+    /// Starts what runs beside the requests: the replica and liveness monitors, the metrics
+    /// upkeep, the directory listener (with directory routing), and when enabled the
+    /// reindexers and the job worker. They run until aborted.
+    fn spawn_tasks(&self) -> Vec<tokio::task::JoinHandle<()>> {
+        let b = &self.background;
+        let (set, replicas) = b.shards.shared();
+        let breakers = b.metrics.breakers().into_iter();
+        let breakers = breakers.map(|(_, breaker)| Arc::clone(breaker)).collect();
+        let mut tasks = vec![
+            spawn_replica_monitor(
+                set,
+                replicas,
+                Arc::clone(&b.expected_shard_migrations),
+                self.replica_check_interval,
+            ),
+            spawn_liveness_monitor(breakers, self.liveness_interval),
+            self.state.metrics.spawn_upkeep(),
+        ];
+        if let Some(router) = b.directory.clone() {
+            let topology = b.shards.set().topology();
+            tasks.push(listener::spawn(
+                router,
+                topology.control_url.clone(),
+                topology.connect_timeout,
+            ));
+        }
+        if let Some((reindex, jobs)) = self.run_background {
+            tasks.extend(reindexer::spawn_all(
+                b.shards.set(),
+                Arc::clone(&b.index),
+                b.instance.as_str(),
+                reindex,
+            ));
+            let worker_id = format!(
+                "{}/{}/{:08x}",
+                b.instance.as_str(),
+                std::process::id(),
+                rand::random::<u32>()
+            );
+            tasks.push(worker::spawn(
+                b.control.clone(),
+                b.shards.clone(),
+                worker_id,
+                jobs,
+                Arc::clone(&b.jobs),
+            ));
+        }
+        tasks
+    }
+
+    /// Runs only the background work (no HTTP) until `shutdown`: `bookmarks worker`.
+    pub async fn run_background_until(self, shutdown: impl Future<Output = ()> + Send + 'static) {
+        let tasks = self.spawn_tasks();
+        tracing::info!(
+            instance = self.background.instance.as_str(),
+            "worker running"
+        );
+        shutdown.await;
+        tasks.iter().for_each(|t| t.abort());
+        tracing::info!("worker stopped");
+    }
+
+    /// Serves until `shutdown` completes, then stops accepting and drains in-flight requests.
+    pub async fn run_until(
+        self,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> std::io::Result<()> {
+        let tasks = self.spawn_tasks();
+        tracing::info!(addr = %self.local_addr(), instance = self.background.instance.as_str(), "serving");
+        let result = axum::serve(
+            self.listener,
+            axum::ServiceExt::<axum::extract::Request>::into_make_service(self.router),
+        )
+        .with_graceful_shutdown(shutdown)
+        .await;
+        tasks.iter().for_each(|t| t.abort());
+        tracing::info!("stopped");
+        result
+    }
+}

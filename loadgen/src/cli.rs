@@ -1,0 +1,252 @@
+//! The `loadgen` command line: flags → [`Config`], run, print the table, write `--json` and
+//! `--plot`. `src/main.rs` parses [`Args`] and calls [`main`].
+//!
+//! Exit codes: 0 the run finished (whatever the server answered), 1 an output file could
+//! not be written, 2 bad flags (the message names the flag).
+
+use std::fs::File;
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{ArgGroup, Parser};
+
+use super::mix::{DEFAULT_MIX, Mix};
+use super::population::Whale;
+use super::{Config, Load, plot};
+
+/// `--max-in-flight` when not given.
+pub const DEFAULT_MAX_IN_FLIGHT: usize = 256;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "loadgen",
+    version,
+    about = "Send a tenant-skewed mix of bookmarks API requests and report latency and errors per tenant class and shard",
+    group(ArgGroup::new("pacing").required(true).args(["rate", "concurrency"]))
+)]
+pub struct Args {
+    /// Where to send every request (the compose stack's nginx by default).
+    #[arg(long, default_value = "http://localhost:8080")]
+    pub base_url: String,
+    /// Tenant population: tenant-0001 … tenant-N.
+    #[arg(long, default_value_t = 100)]
+    pub tenants: usize,
+    /// Zipf exponent over the population (tenant-0001 the most active); 0 is uniform.
+    #[arg(long, default_value_t = 0.0)]
+    pub zipf: f64,
+    /// A tenant with a fixed share of ALL requests, e.g. acme-corp=0.5 (repeatable; shares
+    /// must sum to less than 1).
+    #[arg(long = "whale", value_name = "NAME=SHARE")]
+    pub whales: Vec<Whale>,
+    /// Seed of the tenant and operation choices (and of the created URLs).
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Bookmarks to create per tenant (whales too) before measuring; a 409 counts as there.
+    #[arg(long, default_value_t = 0, value_name = "K")]
+    pub prefill: usize,
+    /// Prefill requests in flight at once.
+    #[arg(long, default_value_t = 32)]
+    pub prefill_concurrency: usize,
+    /// Operation weights (need not sum to 100).
+    #[arg(long, default_value = DEFAULT_MIX)]
+    pub mix: Mix,
+    /// Open loop: requests per second, each timed from its intended send time.
+    #[arg(long, value_name = "R")]
+    pub rate: Option<f64>,
+    /// Closed loop: this many workers, each sending when its last request ended.
+    #[arg(long, value_name = "C")]
+    pub concurrency: Option<usize>,
+    /// Open loop: most requests outstanding; a request due beyond that is not sent and
+    /// counts as an `in-flight-cap` error. [default: 256]
+    #[arg(long, value_name = "N", conflicts_with = "concurrency")]
+    pub max_in_flight: Option<usize>,
+    /// How long to send requests (e.g. 30s, 2m).
+    #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
+    pub duration: Duration,
+    /// Stop after this many requests, even before --duration.
+    #[arg(long, value_name = "N")]
+    pub requests: Option<u64>,
+    /// Per-request timeout.
+    #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
+    pub timeout: Duration,
+    /// Also write the report as JSON to this file.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Also write an SVG of p50/p99 latency per second and tenant class to this file.
+    #[arg(long, value_name = "FILE.svg")]
+    pub plot: Option<PathBuf>,
+    /// No progress line (it is only drawn when stderr is a terminal anyway).
+    #[arg(long)]
+    pub quiet: bool,
+}
+
+impl Args {
+    pub fn config(&self) -> Config {
+        let load = match (self.rate, self.concurrency) {
+            (Some(rate), _) => Load::Open {
+                rate,
+                max_in_flight: self.max_in_flight.unwrap_or(DEFAULT_MAX_IN_FLIGHT),
+            },
+            (None, Some(concurrency)) => Load::Closed { concurrency },
+            // clap's group requires one of them; a closed loop of 0 workers is refused
+            // by validation with a message naming --concurrency.
+            (None, None) => Load::Closed { concurrency: 0 },
+        };
+        Config {
+            base_url: self.base_url.clone(),
+            tenants: self.tenants,
+            zipf: self.zipf,
+            whales: self.whales.clone(),
+            seed: self.seed,
+            prefill: self.prefill,
+            prefill_concurrency: self.prefill_concurrency,
+            mix: self.mix.clone(),
+            load,
+            duration: self.duration,
+            requests: self.requests,
+            timeout: self.timeout,
+            progress: !self.quiet && std::io::stderr().is_terminal(),
+        }
+    }
+}
+
+/// Opens an output file before the run, so a bad path fails at once.
+fn create(flag: &str, path: &Option<PathBuf>) -> Result<Option<File>, String> {
+    path.as_ref()
+        .map(|p| File::create(p).map_err(|e| format!("{flag} {}: {e}", p.display())))
+        .transpose()
+}
+
+fn write(flag: &str, file: Option<File>, text: &str) -> Result<(), String> {
+    if let Some(mut f) = file {
+        f.write_all(text.as_bytes())
+            .and_then(|()| f.flush())
+            .map_err(|e| format!("{flag}: {e}"))?;
+    }
+    Ok(())
+}
+
+pub fn main(args: Args) -> ExitCode {
+    let config = args.config();
+    if let Err(e) = config.validate() {
+        eprintln!("loadgen: {e}");
+        return ExitCode::from(2);
+    }
+    let (json, svg) = match (create("--json", &args.json), create("--plot", &args.plot)) {
+        (Ok(j), Ok(p)) => (j, p),
+        (Err(e), _) | (_, Err(e)) => {
+            eprintln!("loadgen: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("loadgen: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let report = match runtime.block_on(super::run(&config)) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("loadgen: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    print!("{}", report.table());
+    if report.total.requests > 0 && report.total.ok == 0 {
+        eprintln!(
+            "loadgen: no request succeeded; is the service at {} up?",
+            config.base_url
+        );
+    }
+    let written = write("--json", json, &report.to_json())
+        .and_then(|()| write("--plot", svg, &plot::svg(&report)));
+    match written {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("loadgen: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<Args, String> {
+        Args::try_parse_from(std::iter::once("loadgen").chain(args.iter().copied()))
+            .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn flags_become_a_config() {
+        let args = parse(&[
+            "--rate",
+            "200",
+            "--whale",
+            "acme-corp=0.5",
+            "--whale",
+            "globex=0.1",
+            "--mix",
+            "list=1,create=1",
+            "--duration",
+            "2s",
+            "--zipf",
+            "1.1",
+        ])
+        .unwrap();
+        let c = args.config();
+        assert_eq!(
+            c.load,
+            Load::Open {
+                rate: 200.0,
+                max_in_flight: 256
+            }
+        );
+        assert_eq!(c.whales.len(), 2);
+        assert_eq!(c.duration, Duration::from_secs(2));
+        assert_eq!(c.base_url, "http://localhost:8080");
+        assert!(c.validate().is_ok());
+    }
+
+    #[test]
+    fn exactly_one_of_rate_and_concurrency() {
+        assert!(parse(&[]).unwrap_err().contains("--rate"));
+        let both = parse(&["--rate", "1", "--concurrency", "2"]).unwrap_err();
+        assert!(both.contains("--concurrency"), "{both}");
+        let c = parse(&["--concurrency", "4"]).unwrap().config();
+        assert_eq!(c.load, Load::Closed { concurrency: 4 });
+        let cap = parse(&["--concurrency", "4", "--max-in-flight", "9"]).unwrap_err();
+        assert!(cap.contains("--max-in-flight"), "{cap}");
+    }
+
+    #[test]
+    fn bad_values_are_reported_with_their_flag() {
+        for (args, flag) in [
+            (&["--rate", "1", "--mix", "list=1,gett=2"][..], "--mix"),
+            (&["--rate", "1", "--whale", "acme"][..], "--whale"),
+            (&["--rate", "1", "--whale", "acme=2"][..], "--whale"),
+            (&["--rate", "fast"][..], "--rate"),
+            (&["--rate", "1", "--duration", "soon"][..], "--duration"),
+        ] {
+            let e = parse(args).unwrap_err();
+            assert!(e.contains(flag), "{args:?}: {e}");
+        }
+        let sum = parse(&["--rate", "1", "--whale", "a=0.5", "--whale", "b=0.5"])
+            .unwrap()
+            .config()
+            .validate()
+            .unwrap_err()
+            .to_string();
+        assert!(sum.starts_with("--whale"), "{sum}");
+        let rate = parse(&["--rate=-3"]).unwrap().config().validate();
+        assert!(rate.unwrap_err().to_string().starts_with("--rate"));
+    }
+}

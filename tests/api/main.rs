@@ -1,0 +1,18 @@
+//! The service against real Postgres: servers in containers shared by every test of this
+//! binary (control, shard0 with a streaming replica, shard1), a fresh set of databases per
+//! test, and the real application spawned on a free port (`support::TestApp`). One module
+//! per area.
+
+#[path = "../common/mod.rs"]
+mod common;
+mod support;
+
+mod admin;
+mod directory;
+mod fairness;
+mod load_generator;
+mod moves;
+mod outages;
+mod partitions;
+mod search;
+mod service;

@@ -1,0 +1,938 @@
+//! `move_slot` against real Postgres, run as an operator runs it (the real binary), while
+//! real server processes keep serving the moving tenant: nothing acknowledged is lost or
+//! left behind, killed moves resume or abort cleanly, and steps refuse to run out of order.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Output, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use crate::support::*;
+use serde_json::{Value, json};
+
+/// Directory routing on, with a short cache TTL so that deletes need only a short grace.
+const DIRECTORY: &str = "[sharding]\ndirectory_router = true\ndirectory_cache_ttl_ms = 1000\n";
+
+/// Fresh databases with directory routing. These tests run several moves (copies, fences,
+/// writers) at once on a small machine, so a new session may take longer than the usual
+/// test connect timeout; these tests are about moves, not about silent servers.
+async fn move_layout() -> Layout {
+    layout(DIRECTORY).await.with_patient_connects()
+}
+
+/// The `move_slot` binary with a layout's topology as its config file.
+struct Tool {
+    config: tempfile::NamedTempFile,
+}
+
+impl Tool {
+    fn new(layout: &Layout) -> Self {
+        let config = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(config.path(), layout.toml()).unwrap();
+        Self { config }
+    }
+
+    fn cmd(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_move_slot"));
+        for (name, _) in std::env::vars().filter(|(k, _)| k.starts_with("AUTUMN_")) {
+            cmd.env_remove(name);
+        }
+        cmd.arg("--config").arg(self.config.path()).args(args);
+        cmd
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        self.cmd(args).output().unwrap()
+    }
+
+    /// Runs a command that must succeed; returns its last JSON line.
+    fn ok(&self, args: &[&str]) -> Value {
+        let out = self.run(args);
+        assert!(
+            out.status.success(),
+            "move_slot {args:?} failed:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        last_json(&out)
+    }
+
+    /// Runs a command that must exit with `code`; returns its stderr.
+    fn fails(&self, args: &[&str], code: i32) -> String {
+        let out = self.run(args);
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert_eq!(out.status.code(), Some(code), "move_slot {args:?}: {err}");
+        assert!(!err.contains("panicked"), "{err}");
+        err
+    }
+
+    fn status(&self, id: i64) -> Value {
+        self.ok(&["status", &id.to_string()])
+    }
+
+    /// Starts `args` paused at `point` and kills it (SIGKILL) once it gets there.
+    fn kill_at(&self, point: &str, args: &[&str]) -> i64 {
+        let mut child = self
+            .cmd(args)
+            .env("MOVE_SLOT_PAUSE_AT", point)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut id = None;
+        for line in BufReader::new(child.stderr.take().unwrap()).lines() {
+            let line = line.unwrap();
+            if id.is_none()
+                && let Some(rest) = line.strip_prefix("move_slot: move ")
+            {
+                id = rest.split_whitespace().next().and_then(|n| n.parse().ok());
+            }
+            if line.contains(&format!("paused at {point}")) {
+                break;
+            }
+        }
+        child.kill().unwrap();
+        child.wait().unwrap();
+        id.expect("the move announced its id before pausing")
+    }
+}
+
+/// `STEP --from FROM --to TO --tenant TENANT EXTRA…`
+fn step<'a>(
+    step: &'a str,
+    from: &'a str,
+    to: &'a str,
+    tenant: &'a str,
+    extra: &[&'a str],
+) -> Vec<&'a str> {
+    let mut args = vec![step, "--from", from, "--to", to, "--tenant", tenant];
+    args.extend_from_slice(extra);
+    args
+}
+
+fn last_json(out: &Output) -> Value {
+    let text = String::from_utf8_lossy(&out.stdout);
+    serde_json::from_str(text.lines().last().expect("a JSON line")).unwrap()
+}
+
+async fn on_shard(layout: &Layout, shard: &str, query: &str) -> Vec<Vec<Option<String>>> {
+    let (port, db) = port_of(layout, shard);
+    sql(port, &db, query).await
+}
+
+async fn count(layout: &Layout, shard: &str, tenant: &str) -> i64 {
+    on_shard(
+        layout,
+        shard,
+        &format!("SELECT count(*) FROM bookmarks WHERE tenant_id = '{tenant}'"),
+    )
+    .await[0][0]
+        .as_deref()
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+/// Every column of a tenant's rows, as text, by id.
+async fn rows(layout: &Layout, shard: &str, tenant: &str) -> Vec<Vec<Option<String>>> {
+    on_shard(
+        layout,
+        shard,
+        &format!(
+            "SELECT id, url, title, notes, tags::text, created_at::text, updated_at::text \
+             FROM bookmarks WHERE tenant_id = '{tenant}' ORDER BY id"
+        ),
+    )
+    .await
+}
+
+/// `n` bookmarks for `tenant` written straight into its shard (faster than the API).
+async fn seed(layout: &Layout, shard: &str, tenant: &str, n: usize) {
+    on_shard(
+        layout,
+        shard,
+        &format!(
+            "INSERT INTO bookmarks (tenant_id, id, url, title, notes, tags) \
+             SELECT '{tenant}', gen_random_uuid(), 'https://seed.example/' || i, 'seed ' || i, \
+             repeat('n', i % 50), ARRAY['seed', 't' || (i % 7)] FROM generate_series(1, {n}) i"
+        ),
+    )
+    .await;
+}
+
+async fn spawn(layout: &Layout, name: &str) -> TestApp {
+    TestApp::spawn(layout.settings(), name).await
+}
+
+/// A fresh tenant and its hash shard, plus the other shard to move it to.
+fn tenant(app: &TestApp, prefix: &str) -> (String, String, String) {
+    let t = unique(prefix);
+    let home = hash_shard(&app.settings, &t);
+    let away = other_shard(&home).to_owned();
+    (t, home, away)
+}
+
+/// Twelve bookmarks for `tenant` through the API, titled `t0`…`t11`, each tagged `a`.
+async fn create_twelve(app: &TestApp, tenant: &str) {
+    for i in 0..12 {
+        app.create(
+            tenant,
+            json!({"url": format!("https://whole.example/{i}"), "title": format!("t{i}"), "tags": ["a", format!("n{i}")]}),
+        )
+        .await;
+    }
+}
+
+#[tokio::test]
+async fn run_moves_a_tenant_with_its_ids_timestamps_and_tags_and_leaves_nothing_behind() {
+    let layout = move_layout().await;
+    let app = spawn(&layout, "mover").await;
+    let tool = Tool::new(&layout);
+    let (t, home, away) = tenant(&app, "whole");
+    create_twelve(&app, &t).await;
+    let before = rows(&layout, &home, &t).await;
+
+    // `plan` says what would happen and changes nothing.
+    let plan = tool.ok(&step("plan", &home, &away, &t, &[]));
+    assert_eq!(plan["moves"], true, "{plan}");
+    assert_eq!(plan["rows"]["bookmarks"][&home], 12);
+    assert_eq!(plan["rows"]["bookmarks"][&away], 0);
+    assert_eq!(plan["route"], json!({"shard": home, "via": "hash"}));
+    let moves = recorded_moves(&layout).await;
+    assert_eq!(moves[0][0].as_deref(), Some("0"), "plan records nothing");
+    assert!(tenant_guards(&layout, &home).await.is_empty());
+
+    let done = tool.ok(&step(
+        "run",
+        &home,
+        &away,
+        &t,
+        &["--confirm", "--grace", "0s"],
+    ));
+    assert_eq!(done["state"], "done", "{done}");
+    assert_eq!(done["rows_copied"], 12);
+    assert_eq!(done["rows_verified"], 12);
+    assert_eq!(done["rows_deleted"], 12);
+    assert!(done["fence_ms"].as_i64().is_some(), "{done}");
+
+    assert_eq!(
+        rows(&layout, &away, &t).await,
+        before,
+        "every column arrived unchanged"
+    );
+    assert_eq!(count(&layout, &home, &t).await, 0);
+    assert_eq!(served_shard(&app, &t).await.as_deref(), Ok(away.as_str()));
+    let list = app.get_json("/api/bookmarks?limit=100", &t).await;
+    assert_eq!(list["items"].as_array().unwrap().len(), 12);
+    let created = app
+        .create(&t, json!({"url": "https://whole.example/after"}))
+        .await;
+    assert_eq!(created["shard"], away.as_str());
+    // The source keeps a tombstone for stale writers; the destination no guard at all.
+    assert_eq!(
+        tenant_guards(&layout, &home).await,
+        vec![vec![Some(t.clone()), Some("departed".to_owned())]]
+    );
+    assert!(tenant_guards(&layout, &away).await.is_empty());
+    let status = tool.status(done["id"].as_i64().unwrap());
+    assert_eq!(status["tenants"], json!([t]));
+    assert_eq!(status["from"], home.as_str());
+
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn search_follows_a_moved_tenant_to_its_new_shard() {
+    let layout = move_layout().await;
+    let app = spawn(&layout, "search-mover").await;
+    let tool = Tool::new(&layout);
+    let (t, home, away) = tenant(&app, "indexed");
+    create_twelve(&app, &t).await;
+    let done = tool.ok(&step(
+        "run",
+        &home,
+        &away,
+        &t,
+        &["--confirm", "--grace", "0s"],
+    ));
+    assert_eq!(done["state"], "done", "{done}");
+    // The re-pin's notification reaches the app's directory cache.
+    let rerouted = eventually(Duration::from_secs(5), || async {
+        served_shard(&app, &t).await.as_deref() == Ok(away.as_str())
+    })
+    .await;
+    assert!(rerouted, "the app routes the tenant to {away}");
+    let created = app
+        .create(&t, json!({"url": "https://whole.example/after"}))
+        .await;
+    assert_eq!(created["shard"], away.as_str());
+
+    // Search follows the move: the destination indexes every row and counts every tag
+    // (the move's reindex_tenant job rebuilds it there), and the source's index and
+    // backlog for the tenant drain away with its rows.
+    let job_key = format!("move-{}-reindex-{t}", done["id"]);
+    let index_moved = eventually(Duration::from_secs(10), || async {
+        let job = job_outcome(&layout, &job_key).await;
+        job == vec![vec![Some("done".to_owned()), Some(away.clone())]]
+            && search_documents(&layout, &away, &t).await == "13"
+            && tag_count(&layout, &away, &t, "a").await == "12"
+            && search_backlog(&layout, &home, &t).await == "0"
+            && search_documents(&layout, &home, &t).await == "0"
+            && tag_counts_kept(&layout, &home, &t).await == "0"
+    })
+    .await;
+    assert!(index_moved, "the index moved with the tenant");
+    let found = app.get_json("/api/bookmarks?q=t7", &t).await;
+    assert_eq!(found["items"].as_array().unwrap().len(), 1);
+    assert_eq!(found["items"][0]["indexed"], true);
+    app.stop().await;
+}
+
+/// What one writer knows it was told: acknowledged rows and their final titles.
+#[derive(Default)]
+struct Acknowledged {
+    rows: BTreeMap<String, String>,
+    refused: usize,
+    acknowledged: usize,
+    unexpected: Vec<String>,
+}
+
+/// Creates, updates and deletes its own bookmarks of `tenant` through the apps in turn
+/// until `stop`; a refusal must be a 503 with Retry-After that says the tenant is moving.
+async fn writer(
+    apps: Arc<Vec<TestApp>>,
+    tenant: String,
+    who: usize,
+    stop: Arc<AtomicBool>,
+) -> Acknowledged {
+    let mut known = Acknowledged::default();
+    let mut n = 0usize;
+    while !stop.load(Ordering::Relaxed) {
+        n += 1;
+        let app = &apps[n % apps.len()];
+        let own: Vec<String> = known.rows.keys().cloned().collect();
+        let (res, op) = match (n % 5, own.get(n % own.len().max(1))) {
+            (0 | 1, Some(id)) => {
+                let title = format!("w{who}-{n}");
+                let res = app
+                    .patch(&format!("/api/bookmarks/{id}"))
+                    .header("X-Tenant-Id", &tenant)
+                    .json(&json!({"title": title}))
+                    .send()
+                    .await
+                    .unwrap();
+                (res, ("update", id.clone(), title))
+            }
+            (2, Some(id)) => {
+                let res = app
+                    .delete(&format!("/api/bookmarks/{id}"))
+                    .header("X-Tenant-Id", &tenant)
+                    .send()
+                    .await
+                    .unwrap();
+                (res, ("delete", id.clone(), String::new()))
+            }
+            _ => {
+                let res = app
+                    .post("/api/bookmarks")
+                    .header("X-Tenant-Id", &tenant)
+                    .json(&json!({"url": format!("https://load.example/{who}/{n}")}))
+                    .send()
+                    .await
+                    .unwrap();
+                (res, ("create", String::new(), String::new()))
+            }
+        };
+        let status = res.status().as_u16();
+        let retry_after = res.headers().get("retry-after").is_some();
+        let body: Value = res.json().await.unwrap_or_default();
+        match (op.0, status) {
+            ("create", 201) => {
+                known
+                    .rows
+                    .insert(body["id"].as_str().unwrap().to_owned(), String::new());
+            }
+            ("update", 200) => {
+                known.rows.insert(op.1, op.2);
+            }
+            ("delete", 204) => {
+                known.rows.remove(&op.1);
+            }
+            (_, 503)
+                if retry_after
+                    && matches!(
+                        body["error"]["code"].as_str(),
+                        Some("tenant_moving" | "tenant_moved")
+                    ) =>
+            {
+                known.refused += 1;
+                continue;
+            }
+            (op, status) => {
+                known.unexpected.push(format!("{op}: {status} {body}"));
+                continue;
+            }
+        }
+        known.acknowledged += 1;
+    }
+    known
+}
+
+/// Reads `tenant` through the apps in turn until `stop`; returns (reads, failures).
+async fn reader(
+    apps: Arc<Vec<TestApp>>,
+    tenant: String,
+    stop: Arc<AtomicBool>,
+) -> (usize, Vec<String>) {
+    let (mut n, mut failures) = (0, Vec::new());
+    while !stop.load(Ordering::Relaxed) {
+        n += 1;
+        let res = apps[n % apps.len()].get_as("/api/bookmarks", &tenant).await;
+        if res.status() != 200 {
+            failures.push(format!(
+                "{} {}",
+                res.status(),
+                res.text().await.unwrap_or_default()
+            ));
+        }
+    }
+    (n, failures)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_online_move_under_load_loses_no_acknowledged_write_and_spares_the_co_tenant() {
+    let layout = move_layout().await;
+    let apps = Arc::new(vec![
+        spawn(&layout, "web1").await,
+        spawn(&layout, "web2").await,
+    ]);
+    let tool = Tool::new(&layout);
+    let (moving, home, away) = tenant(&apps[0], "live");
+    // A co-tenant on the same source shard.
+    let co_tenant = (0..)
+        .map(|i| format!("co-{i}-{moving}"))
+        .find(|c| hash_shard(&apps[0].settings, c) == home)
+        .unwrap();
+    seed(&layout, &home, &moving, 20_000).await;
+    let seeded = rows(&layout, &home, &moving).await;
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let writers: Vec<_> = (0..3)
+        .map(|who| tokio::spawn(writer(apps.clone(), moving.clone(), who, stop.clone())))
+        .collect();
+    let co_writer = tokio::spawn(writer(apps.clone(), co_tenant.clone(), 9, stop.clone()));
+    let readers: Vec<_> = [moving.clone(), co_tenant.clone()]
+        .into_iter()
+        .map(|t| tokio::spawn(reader(apps.clone(), t, stop.clone())))
+        .collect();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    let tool_args = step(
+        "run",
+        &home,
+        &away,
+        &moving,
+        &["--confirm", "--grace", "1s"],
+    );
+    let args: Vec<String> = tool_args.iter().map(|s| s.to_string()).collect();
+    let config = tool.config.path().to_owned();
+    let moved = tokio::task::spawn_blocking(move || {
+        Command::new(env!("CARGO_BIN_EXE_move_slot"))
+            .arg("--config")
+            .arg(config)
+            .args(args)
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    stop.store(true, Ordering::Relaxed);
+    let mut expected: BTreeMap<String, String> = BTreeMap::new();
+    let (mut acknowledged, mut refused) = (0, 0);
+    for w in writers {
+        let w = w.await.unwrap();
+        assert!(
+            w.unexpected.is_empty(),
+            "unexpected answers: {:?}",
+            w.unexpected
+        );
+        acknowledged += w.acknowledged;
+        refused += w.refused;
+        expected.extend(w.rows);
+    }
+    let co = co_writer.await.unwrap();
+    let mut reads = Vec::new();
+    for r in readers {
+        reads.push(r.await.unwrap());
+    }
+    let stderr = String::from_utf8_lossy(&moved.stderr);
+    assert!(moved.status.success(), "move failed: {stderr}");
+    eprintln!("{stderr}");
+    let done = last_json(&moved);
+    eprintln!(
+        "{acknowledged} writes acknowledged, {refused} refused (503), fence {} ms, {} reads",
+        done["fence_ms"], reads[0].0
+    );
+
+    // Every acknowledged create and update is on the destination with its final content,
+    // every acknowledged delete is gone, and the seeded rows arrived unchanged.
+    let on_dest = rows(&layout, &away, &moving).await;
+    let seeded_ids: std::collections::BTreeSet<_> =
+        seeded.iter().map(|r| r[0].clone().unwrap()).collect();
+    let mut dest_written: BTreeMap<String, String> = BTreeMap::new();
+    let mut dest_seeded = Vec::new();
+    for row in on_dest {
+        let id = row[0].clone().unwrap();
+        if seeded_ids.contains(&id) {
+            dest_seeded.push(row);
+        } else {
+            dest_written.insert(id, row[2].clone().unwrap());
+        }
+    }
+    assert_eq!(dest_seeded, seeded, "the seeded rows arrived unchanged");
+    assert_eq!(dest_written, expected, "acknowledged writes, exactly");
+    assert!(
+        acknowledged > 20,
+        "the writers made progress ({acknowledged})"
+    );
+    assert_eq!(
+        count(&layout, &home, &moving).await,
+        0,
+        "nothing left on the source"
+    );
+    assert_eq!(done["state"], "done");
+    // The co-tenant on the same shard never noticed; reads never failed.
+    assert!(
+        co.unexpected.is_empty() && co.refused == 0,
+        "co-tenant: {:?}",
+        co.unexpected
+    );
+    for (n, failures) in &reads {
+        assert!(
+            *n > 20 && failures.is_empty(),
+            "{n} reads, failures: {failures:?}"
+        );
+    }
+    for app in Arc::try_unwrap(apps).ok().unwrap() {
+        app.stop().await;
+    }
+}
+
+#[tokio::test]
+async fn killed_moves_resume_to_the_end_from_every_step() {
+    let layout = move_layout().await;
+    let app = spawn(&layout, "resume").await;
+    let tool = Tool::new(&layout);
+    for (point, state) in [
+        ("during-copy", "copying"),
+        ("after-fence", "fenced"),
+        ("after-repin", "repinned"),
+    ] {
+        let (t, home, away) = tenant(&app, point);
+        seed(&layout, &home, &t, 500).await;
+        let run = step("run", &home, &away, &t, &["--confirm", "--grace", "0s"]);
+        let id = tool.kill_at(point, &run);
+        assert_eq!(tool.status(id)["state"], state, "{point}");
+        let write = app
+            .post("/api/bookmarks")
+            .header("X-Tenant-Id", &t)
+            .json(&json!({"url": format!("https://{point}.example/late")}))
+            .send()
+            .await
+            .unwrap();
+        let status = write.status();
+        let retry_after = write.headers().contains_key("retry-after");
+        let body: Value = write.json().await.unwrap_or_default();
+        match point {
+            // Capture is on: the write lands on the source and is copied on resume.
+            "during-copy" => {
+                assert_eq!(status, 201, "{point}: {body}");
+                assert_eq!(
+                    count(&layout, &away, &t).await,
+                    0,
+                    "the killed copy left nothing"
+                );
+            }
+            // Fenced and nobody is running the move: writes wait for resume (or abort).
+            "after-fence" => {
+                assert_eq!(status, 503, "{point}: {body}");
+                assert!(retry_after);
+                assert_eq!(body["error"]["code"], "tenant_moving");
+            }
+            // Re-pinned: the destination serves writes.
+            _ => {
+                assert_eq!(status, 201, "{point}: {body}");
+                assert_eq!(body["shard"], away.as_str());
+            }
+        }
+        let written = usize::from(point != "after-fence");
+        let done = tool.ok(&["resume", &id.to_string()]);
+        assert_eq!(done["state"], "done", "{point}: {done}");
+        assert_eq!(
+            count(&layout, &away, &t).await as usize,
+            500 + written,
+            "{point}"
+        );
+        assert_eq!(count(&layout, &home, &t).await, 0, "{point}");
+        assert_eq!(served_shard(&app, &t).await.as_deref(), Ok(away.as_str()));
+    }
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn abort_returns_killed_moves_to_before_and_is_refused_once_the_destination_took_writes() {
+    let layout = move_layout().await;
+    let app = spawn(&layout, "abort").await;
+    let tool = Tool::new(&layout);
+    for point in ["during-copy", "after-fence", "after-repin"] {
+        let (t, home, away) = tenant(&app, point);
+        seed(&layout, &home, &t, 300).await;
+        let before = rows(&layout, &home, &t).await;
+        let id = tool.kill_at(point, &step("run", &home, &away, &t, &[]));
+        let aborted = tool.ok(&["abort", &id.to_string()]);
+        assert_eq!(aborted["state"], "aborted", "{point}");
+        assert_eq!(
+            rows(&layout, &home, &t).await,
+            before,
+            "{point}: the source is intact"
+        );
+        assert_eq!(
+            count(&layout, &away, &t).await,
+            0,
+            "{point}: the copy is gone"
+        );
+        assert_eq!(
+            served_shard(&app, &t).await.as_deref(),
+            Ok(home.as_str()),
+            "{point}"
+        );
+        let dir = directory_row_count(&layout, &t).await;
+        assert_eq!(
+            dir[0][0].as_deref(),
+            Some("0"),
+            "{point}: routing as before"
+        );
+        assert!(
+            !tenant_guards(&layout, &home)
+                .await
+                .iter()
+                .any(|g| g[0].as_deref() == Some(t.as_str())),
+            "{point}: the source guard is lifted"
+        );
+        app.create(
+            &t,
+            json!({"url": format!("https://{point}.example/after-abort")}),
+        )
+        .await;
+        assert_eq!(
+            count(&layout, &home, &t).await,
+            301,
+            "{point}: writable again"
+        );
+    }
+
+    // After the re-pin, once the destination has taken a write, abort would lose it.
+    let (t, home, away) = tenant(&app, "written");
+    seed(&layout, &home, &t, 50).await;
+    let id = tool.kill_at("after-repin", &step("run", &home, &away, &t, &[]));
+    app.create(&t, json!({"url": "https://written.example/on-dest"}))
+        .await;
+    let why = tool.fails(&["abort", &id.to_string()], 2);
+    assert!(
+        why.contains("has taken writes") && why.contains("move_slot run --from"),
+        "{why}"
+    );
+    assert_eq!(tool.status(id)["state"], "repinned");
+    let created = app
+        .create(&t, json!({"url": "https://written.example/still-open"}))
+        .await;
+    assert_eq!(
+        created["shard"],
+        away.as_str(),
+        "the destination stays open"
+    );
+    let done = tool.ok(&step(
+        "delete",
+        &home,
+        &away,
+        &t,
+        &["--confirm", "--grace", "0s"],
+    ));
+    assert_eq!(done["state"], "done");
+    assert_eq!(count(&layout, &away, &t).await, 52);
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_checksum_mismatch_aborts_the_move_and_deletes_nothing_from_the_source() {
+    let layout = move_layout().await;
+    let app = spawn(&layout, "mismatch").await;
+    let tool = Tool::new(&layout);
+    let (t, home, away) = tenant(&app, "tampered");
+    seed(&layout, &home, &t, 40).await;
+    let before = rows(&layout, &home, &t).await;
+    let copied = tool.ok(&step("copy", &home, &away, &t, &[]));
+    assert_eq!(copied["state"], "copied");
+    on_shard(
+        &layout,
+        &away,
+        &format!(
+            "SET autumn.move_bypass = 'test'; UPDATE bookmarks SET title = 'tampered' \
+             WHERE tenant_id = '{t}' AND id = (SELECT id FROM bookmarks WHERE tenant_id = '{t}' ORDER BY id LIMIT 1)"
+        ),
+    )
+    .await;
+    let why = tool.fails(&step("verify", &home, &away, &t, &[]), 1);
+    assert!(
+        why.contains("verification failed") && why.contains("bookmarks: source has 40 rows"),
+        "{why}"
+    );
+    let status = tool.status(copied["id"].as_i64().unwrap());
+    assert_eq!(status["state"], "aborted");
+    assert!(
+        status["last_error"].as_str().unwrap().contains("checksum"),
+        "{status}"
+    );
+    assert_eq!(
+        rows(&layout, &home, &t).await,
+        before,
+        "nothing deleted from the source"
+    );
+    assert_eq!(count(&layout, &away, &t).await, 0);
+    assert!(
+        tenant_guards(&layout, &home).await.is_empty()
+            && tenant_guards(&layout, &away).await.is_empty()
+    );
+    assert_eq!(served_shard(&app, &t).await.as_deref(), Ok(home.as_str()));
+    app.create(&t, json!({"url": "https://tampered.example/writable"}))
+        .await;
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_slot_moves_all_its_tenants_with_rows_and_only_then_suggests_the_slot_map_change() {
+    let layout = move_layout().await;
+    let app = spawn(&layout, "slot").await;
+    let tool = Tool::new(&layout);
+    // Two tenants sharing a hash slot.
+    let mut by_slot: BTreeMap<u16, String> = BTreeMap::new();
+    let (a, b) = (0..)
+        .map(|i| unique(&format!("slotmate{i}")))
+        .find_map(|t| {
+            let slot = bookmarks_sharded::sharding::ShardKey::Str(&t)
+                .slot()
+                .index();
+            by_slot.insert(slot, t.clone()).map(|first| (first, t))
+        })
+        .unwrap();
+    let slot = bookmarks_sharded::sharding::ShardKey::Str(&a)
+        .slot()
+        .index()
+        .to_string();
+    let home = hash_shard(&app.settings, &a);
+    let away = other_shard(&home).to_owned();
+    seed(&layout, &home, &a, 30).await;
+    seed(&layout, &home, &b, 20).await;
+
+    let out = tool.run(&["plan", "--from", &home, "--to", &away, "--slot", &slot]);
+    assert!(out.status.success());
+    let planned: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let mut tenants: Vec<&str> = planned
+        .iter()
+        .map(|p| p["tenant"].as_str().unwrap())
+        .collect();
+    tenants.sort();
+    let mut expected = vec![a.as_str(), b.as_str()];
+    expected.sort();
+    assert_eq!(tenants, expected);
+
+    let out = tool.run(&[
+        "run",
+        "--from",
+        &home,
+        "--to",
+        &away,
+        "--slot",
+        &slot,
+        "--confirm",
+        "--grace",
+        "0s",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert_eq!(last_json(&out)["rows_copied"], 50);
+    assert!(
+        err.contains(&format!("move slot {slot} in autumn.toml")),
+        "the slot map change is suggested once the slot is empty: {err}"
+    );
+    for t in [&a, &b] {
+        assert_eq!(served_shard(&app, t).await.as_deref(), Ok(away.as_str()));
+        assert_eq!(count(&layout, &home, t).await, 0);
+    }
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn steps_refuse_to_run_out_of_order_and_a_tenant_is_in_one_move_at_a_time() {
+    let layout = move_layout().await;
+    let app = spawn(&layout, "order").await;
+    let tool = Tool::new(&layout);
+    let (t, home, away) = tenant(&app, "ordered");
+    seed(&layout, &home, &t, 10).await;
+    let with = |name, extra| step(name, &home, &away, &t, extra);
+
+    let why = tool.fails(&with("verify", &[]), 2);
+    assert!(
+        why.contains("no unfinished move") && why.contains("move_slot copy"),
+        "{why}"
+    );
+    tool.fails(&with("delete", &[]), 2); // --confirm is required
+    for (bad, needle) in [
+        (
+            vec!["run", "--from", "shard0", "--to", "shard0", "--tenant", "x"],
+            "both shard0",
+        ),
+        (
+            vec!["run", "--from", "shard0", "--to", "shard9", "--tenant", "x"],
+            "no shard is named \"shard9\"",
+        ),
+        (
+            vec!["run", "--from", &away, "--to", &home, "--tenant", &t],
+            &format!("it routes to {home}"),
+        ),
+        (
+            vec![
+                "run", "--from", "shard0", "--to", "shard1", "--tenant", "bad key!",
+            ],
+            "--tenant \"bad key!\"",
+        ),
+        (
+            vec![
+                "plan", "--from", "shard0", "--to", "shard1", "--slot", "16384",
+            ],
+            "16384",
+        ),
+    ] {
+        let why = tool.fails(&bad, 2);
+        assert!(why.contains(needle), "{bad:?}: {why}");
+    }
+
+    let copied = tool.ok(&with("copy", &[]));
+    let id = copied["id"].as_i64().unwrap().to_string();
+    let why = tool.fails(&with("repin", &[]), 2);
+    assert!(
+        why.contains("it is copied and repin needs it verified")
+            && why.contains("move_slot verify"),
+        "{why}"
+    );
+    let why = tool.fails(&with("delete", &["--confirm"]), 2);
+    assert!(why.contains("needs it re-pinned"), "{why}");
+    let why = tool.fails(&with("run", &[]), 2);
+    assert!(why.contains(&format!("already in move {id}")), "{why}");
+
+    // While one process runs the move, another cannot run it too.
+    let paused = tool
+        .cmd(&["resume", &id])
+        .env("MOVE_SLOT_PAUSE_AT", "after-fence")
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut paused = paused;
+    let stderr = paused.stderr.take().unwrap();
+    for line in BufReader::new(stderr).lines() {
+        if line.unwrap().contains("paused at after-fence") {
+            break;
+        }
+    }
+    let why = tool.fails(&["resume", &id], 2);
+    assert!(
+        why.contains("being run by another move_slot process"),
+        "{why}"
+    );
+    let why = tool.fails(&["abort", &id], 2);
+    assert!(
+        why.contains("being run by another move_slot process"),
+        "{why}"
+    );
+    paused.kill().unwrap();
+    paused.wait().unwrap();
+
+    assert_eq!(tool.ok(&with("verify", &[]))["state"], "verified");
+    assert_eq!(tool.ok(&with("repin", &[]))["state"], "repinned");
+    let started = Instant::now();
+    let done = tool.ok(&with("delete", &["--confirm"]));
+    assert_eq!(done["state"], "done");
+    assert!(
+        started.elapsed() >= Duration::from_millis(500),
+        "delete waits out the directory cache TTL by default"
+    );
+    let why = tool.fails(&["abort", &id], 2);
+    assert!(why.contains("is done") && why.contains("move the"), "{why}");
+    let why = tool.fails(&["status", "999999"], 2);
+    assert!(why.contains("there is no move 999999"), "{why}");
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_replica_still_routing_to_the_source_after_the_re_pin_is_refused_there_and_writes_nothing()
+ {
+    let layout = move_layout().await;
+    let app = spawn(&layout, "current").await;
+    // A replica whose directory never hears of the move: its control database is another.
+    let stale_control = format!("{}_stale", layout.control.1);
+    create_database(layout.control.0, &stale_control).await;
+    let stale_layout = Layout {
+        control: (layout.control.0, stale_control),
+        ..layout.clone()
+    };
+    let stale = spawn(&stale_layout, "stale").await;
+    let tool = Tool::new(&layout);
+    let (t, home, away) = tenant(&app, "stale");
+    app.create(&t, json!({"url": "https://stale.example/1"}))
+        .await;
+    assert_eq!(served_shard(&stale, &t).await.as_deref(), Ok(home.as_str()));
+
+    tool.ok(&step(
+        "run",
+        &home,
+        &away,
+        &t,
+        &["--confirm", "--grace", "0s"],
+    ));
+
+    let res = stale
+        .post("/api/bookmarks")
+        .header("X-Tenant-Id", &t)
+        .json(&json!({"url": "https://stale.example/2"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 503);
+    assert_eq!(res.headers()["retry-after"], "1");
+    assert_eq!(
+        res.headers()["x-shard"],
+        home.as_str(),
+        "it tried the source"
+    );
+    let body: Value = res.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "tenant_moved", "{body}");
+    assert_eq!(body["error"]["shard"], away.as_str());
+    assert_eq!(
+        count(&layout, &home, &t).await,
+        0,
+        "nothing stored on the source"
+    );
+    assert_eq!(count(&layout, &away, &t).await, 1, "nor anywhere else");
+    // The current replica writes to the destination as usual.
+    let created = app
+        .create(&t, json!({"url": "https://stale.example/3"}))
+        .await;
+    assert_eq!(created["shard"], away.as_str());
+    app.stop().await;
+    stale.stop().await;
+}

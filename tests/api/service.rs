@@ -1,0 +1,971 @@
+//! The bookmarks service against real Postgres: control, shard0 (with a streaming replica)
+//! and shard1 each in their own container, the app spawned for real, rows checked directly
+//! in the shard databases.
+
+use std::time::Duration;
+
+use crate::support::*;
+use bookmarks_sharded::migrate::Kind;
+use serde_json::{Value, json};
+
+async fn app() -> (TestApp, Layout) {
+    let l = layout("").await;
+    (TestApp::spawn(l.settings(), "test-instance").await, l)
+}
+
+/// What `bookmarks route` says about keys, run as a user would run it.
+fn route_with_cli(layout: &Layout, keys: &[String]) -> Vec<Value> {
+    let args: Vec<&str> = ["route", "--"]
+        .into_iter()
+        .chain(keys.iter().map(String::as_str))
+        .collect();
+    let out = bookmarks_cli(layout, &args);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+#[tokio::test]
+async fn every_tenants_rows_land_on_the_shard_that_route_names() {
+    let (app, layout) = app().await;
+    let tenants: Vec<String> = (0..24).map(|i| format!("placement-tenant-{i}")).collect();
+    for t in &tenants {
+        let created = app
+            .create(t, json!({"url": format!("https://example.com/{t}")}))
+            .await;
+        assert!(created["shard"] == "shard0" || created["shard"] == "shard1");
+    }
+    let routes = route_with_cli(&layout, &tenants);
+    let mut seen = std::collections::BTreeSet::new();
+    for (t, route) in tenants.iter().zip(routes) {
+        let owner = route["shard"].as_str().unwrap().to_owned();
+        seen.insert(owner.clone());
+        for shard in ["shard0", "shard1"] {
+            let (port, db) = port_of(&layout, shard);
+            let rows = sql(
+                port,
+                &db,
+                &format!("SELECT count(*) FROM bookmarks WHERE tenant_id = '{t}'"),
+            )
+            .await;
+            let expected = if shard == owner { "1" } else { "0" };
+            assert_eq!(
+                rows[0][0].as_deref(),
+                Some(expected),
+                "tenant {t} on {shard}, route says {owner}"
+            );
+        }
+    }
+    assert_eq!(seen.len(), 2, "24 tenants should exercise both shards");
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn responses_name_the_serving_shard_and_instance() {
+    let (app, _) = app().await;
+    let created = app
+        .create("acme-corp", json!({"url": "https://a.example"}))
+        .await;
+    assert_eq!(created["shard"], "shard1");
+    let res = app.get_as("/api/bookmarks", "acme-corp").await;
+    assert_eq!(res.headers()["x-shard"], "shard1");
+    assert_eq!(res.headers()["x-served-by"], "test-instance");
+    assert!(res.headers().contains_key("x-request-id"));
+    let body: Value = res.json().await.unwrap();
+    assert_eq!(body["shard"], "shard1");
+    assert_eq!(body["items"].as_array().unwrap().len(), 1);
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn tenants_sharing_a_shard_cannot_see_or_touch_each_others_bookmarks() {
+    let (app, layout) = app().await;
+    // Find two tenants that hash to the same shard.
+    let candidates: Vec<String> = (0..10).map(|i| format!("iso-{i}")).collect();
+    let routes = route_with_cli(&layout, &candidates);
+    let first_shard = routes[0]["shard"].clone();
+    let other = routes
+        .iter()
+        .skip(1)
+        .position(|r| r["shard"] == first_shard)
+        .unwrap()
+        + 1;
+    let (a, b) = (&candidates[0], &candidates[other]);
+
+    let mine = app
+        .create(a, json!({"url": "https://shared.example", "tags": ["x"]}))
+        .await;
+    // The same URL for another tenant is not a duplicate.
+    app.create(b, json!({"url": "https://shared.example"}))
+        .await;
+    let id = mine["id"].as_str().unwrap();
+
+    let list: Value = app.get_json("/api/bookmarks", b).await;
+    assert_eq!(list["items"].as_array().unwrap().len(), 1);
+    assert_ne!(list["items"][0]["id"], mine["id"]);
+    for req in [
+        app.get(&format!("/api/bookmarks/{id}")),
+        app.patch(&format!("/api/bookmarks/{id}"))
+            .json(&json!({"title": "stolen"})),
+        app.delete(&format!("/api/bookmarks/{id}")),
+    ] {
+        let res = req.header("X-Tenant-Id", b).send().await.unwrap();
+        assert_eq!(res.status(), 404);
+    }
+    let tags: Value = app.get_json("/api/tags", b).await;
+    assert_eq!(tags["tags"], json!([]));
+    let mine_again: Value = app.get_json(&format!("/api/bookmarks/{id}"), a).await;
+    assert_eq!(mine_again["title"], "");
+    app.stop().await;
+}
+
+async fn expect_error(res: reqwest::Response, status: u16, code: &str) -> Value {
+    let got = res.status().as_u16();
+    let text = res.text().await.unwrap();
+    let body: Value =
+        serde_json::from_str(&text).unwrap_or_else(|_| panic!("not JSON ({got}): {text}"));
+    assert_eq!(
+        (got, body["error"]["code"].as_str().unwrap_or_default()),
+        (status, code),
+        "{body}"
+    );
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .is_some_and(|m| !m.is_empty()),
+        "{body}"
+    );
+    body
+}
+
+#[tokio::test]
+async fn bad_input_gets_a_specific_json_4xx_never_a_500() {
+    let (app, _) = app().await;
+    let t = "validation-tenant";
+    let post = |body: Value| {
+        app.post("/api/bookmarks")
+            .header("X-Tenant-Id", t)
+            .json(&body)
+    };
+
+    for (body, field) in [
+        (json!({"url": "ftp://example.com"}), "url"),
+        (json!({"url": "javascript:alert(1)"}), "url"),
+        (json!({"url": ""}), "url"),
+        (
+            json!({"url": format!("https://e.com/{}", "a".repeat(2048))}),
+            "url",
+        ),
+        (
+            json!({"url": "https://e.com", "title": "t".repeat(301)}),
+            "title",
+        ),
+        (
+            json!({"url": "https://e.com", "notes": "n".repeat(10_001)}),
+            "notes",
+        ),
+        (
+            json!({"url": "https://e.com", "tags": (0..21).map(|i| format!("t{i}")).collect::<Vec<_>>()}),
+            "tags",
+        ),
+        (
+            json!({"url": "https://e.com", "tags": ["x".repeat(41)]}),
+            "tags",
+        ),
+    ] {
+        let body = expect_error(post(body).send().await.unwrap(), 422, "validation_failed").await;
+        assert_eq!(body["error"]["fields"][0]["field"], field, "{body}");
+    }
+    // Limits are inclusive.
+    let ok = app
+        .create(t, json!({"url": "https://e.com/max", "title": "é".repeat(300), "notes": "n".repeat(10_000),
+            "tags": (0..20).map(|i| format!("Tag{i}{}", "x".repeat(30))).collect::<Vec<_>>()}))
+        .await;
+    assert_eq!(
+        ok["tags"][0],
+        format!("tag0{}", "x".repeat(30)),
+        "tags are lower-cased"
+    );
+
+    let dup = app.create(t, json!({"url": "https://dup.example"})).await;
+    let conflict = expect_error(
+        post(json!({"url": "https://dup.example"}))
+            .send()
+            .await
+            .unwrap(),
+        409,
+        "duplicate_url",
+    )
+    .await;
+    assert_eq!(conflict["error"]["id"], dup["id"]);
+
+    let raw = |body: &'static str| {
+        app.post("/api/bookmarks")
+            .header("X-Tenant-Id", t)
+            .header("content-type", "application/json")
+            .body(body)
+    };
+    expect_error(
+        raw("{\"url\":").send().await.unwrap(),
+        400,
+        "malformed_json",
+    )
+    .await;
+    expect_error(
+        raw("{\"url\": 42}").send().await.unwrap(),
+        400,
+        "invalid_body",
+    )
+    .await;
+    expect_error(
+        raw("{\"url\": \"https://e.com\", \"colour\": 1}")
+            .send()
+            .await
+            .unwrap(),
+        400,
+        "invalid_body",
+    )
+    .await;
+    expect_error(
+        app.post("/api/bookmarks")
+            .header("X-Tenant-Id", t)
+            .body("{}")
+            .send()
+            .await
+            .unwrap(),
+        415,
+        "unsupported_media_type",
+    )
+    .await;
+    let huge = format!(
+        "{{\"url\": \"https://e.com\", \"notes\": \"{}\"}}",
+        "n".repeat(200_000)
+    );
+    expect_error(
+        app.post("/api/bookmarks")
+            .header("X-Tenant-Id", t)
+            .header("content-type", "application/json")
+            .body(huge)
+            .send()
+            .await
+            .unwrap(),
+        413,
+        "payload_too_large",
+    )
+    .await;
+
+    let missing = "/api/bookmarks/01900000-0000-7000-8000-000000000000";
+    let cases = [
+        (app.get(missing), 404, "not_found"),
+        (app.get("/api/bookmarks/not-a-uuid"), 404, "not_found"),
+        (
+            app.patch(missing).json(&json!({"title": "x"})),
+            404,
+            "not_found",
+        ),
+        (app.delete(missing), 404, "not_found"),
+        (app.get("/api/bookmarks?limit=101"), 400, "invalid_limit"),
+        (app.get("/api/bookmarks?limit=0"), 400, "invalid_limit"),
+        (app.get("/api/bookmarks?limit=ten"), 400, "invalid_query"),
+        (app.get("/api/bookmarks?cursor=zzz"), 400, "invalid_cursor"),
+    ];
+    for (request, status, code) in cases {
+        let res = request.header("X-Tenant-Id", t).send().await.unwrap();
+        expect_error(res, status, code).await;
+    }
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_missing_or_malformed_tenant_id_is_a_400_that_says_why() {
+    let (app, _) = app().await;
+    let body = expect_error(
+        app.get("/api/bookmarks").send().await.unwrap(),
+        400,
+        "missing_tenant",
+    )
+    .await;
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("X-Tenant-Id")
+    );
+    for (bad, why) in [
+        ("", "empty"),
+        ("-starts-with-dash", "start with a letter or digit"),
+        ("has space", "only contain"),
+        ("semi;colon", "only contain"),
+    ] {
+        let body = expect_error(
+            app.get_as("/api/bookmarks", bad).await,
+            400,
+            "invalid_tenant",
+        )
+        .await;
+        assert!(
+            body["error"]["message"].as_str().unwrap().contains(why),
+            "{bad:?}: {body}"
+        );
+    }
+    let long = "a".repeat(65);
+    expect_error(
+        app.get_as("/api/bookmarks", &long).await,
+        400,
+        "invalid_tenant",
+    )
+    .await;
+    let ok = app.get_as("/api/bookmarks", &"a".repeat(64)).await;
+    assert_eq!(ok.status(), 200);
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn lists_are_newest_first_with_keyset_pages_tag_filter_and_search() {
+    let (app, _) = app().await;
+    let t = "pager";
+    let mut ids = Vec::new();
+    for i in 0..7 {
+        let tags = if i % 2 == 0 {
+            json!(["Even"])
+        } else {
+            json!(["odd"])
+        };
+        let b = app.create(t, json!({"url": format!("https://p.example/{i}"), "title": format!("Item {i} 100%"), "tags": tags})).await;
+        ids.push(b["id"].as_str().unwrap().to_owned());
+    }
+    let page1: Value = app.get_json("/api/bookmarks?limit=3", t).await;
+    let got: Vec<&str> = page1["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(got, [&ids[6], &ids[5], &ids[4]]);
+    let cursor = page1["next_cursor"].as_str().unwrap();
+    let page2: Value = app
+        .get_json(&format!("/api/bookmarks?limit=3&cursor={cursor}"), t)
+        .await;
+    let got: Vec<&str> = page2["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(got, [&ids[3], &ids[2], &ids[1]]);
+    let page3: Value = app
+        .get(&format!(
+            "/api/bookmarks?limit=3&cursor={}",
+            page2["next_cursor"].as_str().unwrap()
+        ))
+        .header("X-Tenant-Id", t)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(page3["items"].as_array().unwrap().len(), 1);
+    assert!(page3["next_cursor"].is_null());
+
+    let even: Value = app.get_json("/api/bookmarks?tag=EVEN", t).await;
+    assert_eq!(even["items"].as_array().unwrap().len(), 4);
+    // Web-search syntax over words, whether or not the reindexer got to the rows yet.
+    let search: Value = app.get_json("/api/bookmarks?q=item%203", t).await;
+    assert_eq!(search["items"].as_array().unwrap().len(), 1);
+    let either: Value = app
+        .get_json("/api/bookmarks?q=%223%22%20or%20%225%22", t)
+        .await;
+    assert_eq!(either["items"].as_array().unwrap().len(), 2);
+    let all: Value = app.get_json("/api/bookmarks?q=100%25", t).await;
+    assert_eq!(all["items"].as_array().unwrap().len(), 7);
+    let none: Value = app
+        .get_json("/api/bookmarks?q=item%20-even%20-odd", t)
+        .await;
+    assert_eq!(none["items"].as_array().unwrap().len(), 0);
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_tenant_reads_its_own_writes_immediately_and_can_edit_and_delete() {
+    let (app, _) = app().await;
+    let t = "ryow-tenant";
+    for i in 0..5 {
+        let created = app
+            .create(t, json!({"url": format!("https://r.example/{i}")}))
+            .await;
+        let id = created["id"].as_str().unwrap();
+        let got = app.get_as(&format!("/api/bookmarks/{id}"), t).await;
+        assert_eq!(got.status(), 200, "a fresh write is visible at once");
+    }
+    let b = app
+        .create(t, json!({"url": "https://edit.example", "title": "before"}))
+        .await;
+    let id = b["id"].as_str().unwrap();
+    let patched: Value = app
+        .patch(&format!("/api/bookmarks/{id}"))
+        .header("X-Tenant-Id", t)
+        .json(&json!({"title": "after", "tags": ["New", "new", " two "]}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(patched["title"], "after");
+    assert_eq!(patched["tags"], json!(["new", "two"]));
+    assert_eq!(patched["url"], "https://edit.example");
+    assert_eq!(patched["id"], b["id"], "ids never change");
+    let conflict = app
+        .patch(&format!("/api/bookmarks/{id}"))
+        .header("X-Tenant-Id", t)
+        .json(&json!({"url": "https://r.example/0"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(conflict.status(), 409);
+    let del = app
+        .delete(&format!("/api/bookmarks/{id}"))
+        .header("X-Tenant-Id", t)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(del.status(), 204);
+    let gone = app.get_as(&format!("/api/bookmarks/{id}"), t).await;
+    assert_eq!(gone.status(), 404);
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn the_replica_streams_shard0_and_serves_lag_tolerant_reads() {
+    let (app, layout) = app().await;
+    let c = cluster().await;
+    let (_, _, db, _) = &layout.shards[0];
+    let in_recovery = sql(c.replica0, db, "SELECT pg_is_in_recovery()").await;
+    assert_eq!(in_recovery[0][0].as_deref(), Some("t"));
+    // "hooli" hashes to shard0 (slot 3974).
+    app.create("hooli", json!({"url": "https://h.example", "tags": ["x"]}))
+        .await;
+    let replicated = eventually(Duration::from_secs(5), || async {
+        sql(
+            c.replica0,
+            db,
+            "SELECT count(*) FROM bookmarks WHERE tenant_id = 'hooli'",
+        )
+        .await[0][0]
+            .as_deref()
+            == Some("1")
+    })
+    .await;
+    assert!(replicated, "the row reached the replica within 5 s");
+    let served_by_replica = eventually(Duration::from_secs(5), || async {
+        let tags: Value = app.get_json("/api/tags", "hooli").await;
+        tags["served_by"] == "replica" && tags["tags"] == json!([{"tag": "x", "count": 1}])
+    })
+    .await;
+    assert!(served_by_replica);
+    let stats: Value = app.json("/api/stats").await;
+    assert_eq!(stats["shards"][0]["served_by"], "replica");
+    assert_eq!(stats["shards"][1]["served_by"], "primary");
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn stats_fan_out_over_every_shard_in_declaration_order() {
+    let (app, _) = app().await;
+    app.create("hooli", json!({"url": "https://1.example"}))
+        .await; // shard0
+    app.create("acme-corp", json!({"url": "https://2.example"}))
+        .await; // shard1
+    app.create("acme-corp", json!({"url": "https://3.example"}))
+        .await;
+    let counts_match = eventually(Duration::from_secs(5), || async {
+        let stats: Value = app.json("/api/stats").await;
+        stats["shards"][0]["bookmarks"] == 1 && stats["shards"][1]["bookmarks"] == 2
+    })
+    .await;
+    assert!(counts_match, "the replica catches up within 5 s");
+    let stats: Value = app.json("/api/stats").await;
+    assert_eq!(
+        stats["shards"][1],
+        json!({"name": "shard1", "slots": 8192, "bookmarks": 2, "tenants": 1, "status": "up", "served_by": "primary"})
+    );
+    assert_eq!(stats["shards"][0]["name"], "shard0");
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn migrate_is_idempotent_and_status_reports_each_target() {
+    let layout = layout("").await;
+    let run = |args: &[&str]| bookmarks_cli(&layout, args);
+    let embedded = |kind| bookmarks_sharded::migrate::expected_versions(kind).len();
+    let (control_n, shard_n) = (embedded(Kind::Control), embedded(Kind::Shard));
+    let before = run(&["migrate", "status"]);
+    let table = String::from_utf8_lossy(&before.stdout).to_string();
+    let pending = format!(" {shard_n} ");
+    assert!(
+        table
+            .lines()
+            .any(|l| l.starts_with("shard:shard1") && l.contains(" 0 ") && l.contains(&pending)),
+        "{table}"
+    );
+
+    let first = run(&["migrate"]);
+    assert!(
+        first.status.success(),
+        "{}",
+        String::from_utf8_lossy(&first.stderr)
+    );
+    let out = String::from_utf8_lossy(&first.stdout);
+    assert!(
+        out.contains(&format!("control: {control_n} applied"))
+            && out.contains(&format!("shard:shard0: {shard_n} applied"))
+            && out.contains(&format!("shard:shard1: {shard_n} applied")),
+        "{out}"
+    );
+    let logs = String::from_utf8_lossy(&first.stderr);
+    assert!(
+        logs.contains("target=control") && logs.contains("target=shard:shard1"),
+        "{logs}"
+    );
+    let control_pos = logs.find("target=control").unwrap();
+    assert!(
+        control_pos < logs.find("target=shard:shard0").unwrap(),
+        "control migrates first"
+    );
+
+    let second = run(&["migrate"]);
+    assert!(second.status.success());
+    assert!(String::from_utf8_lossy(&second.stdout).contains("shard:shard1: 0 applied"));
+    let after = String::from_utf8_lossy(&run(&["migrate", "status"]).stdout).to_string();
+    for (target, n) in [
+        ("control", control_n),
+        ("shard:shard0", shard_n),
+        ("shard:shard1", shard_n),
+    ] {
+        let line = after.lines().find(|l| l.starts_with(target)).unwrap();
+        let cols: Vec<&str> = line.split_whitespace().collect();
+        assert_eq!(&cols[1..3], [n.to_string().as_str(), "0"], "{line}");
+    }
+    let known = sql(
+        layout.control.0,
+        &layout.control.1,
+        "SELECT name FROM known_shards ORDER BY name",
+    )
+    .await;
+    assert_eq!(
+        known,
+        vec![
+            vec![Some("shard0".to_owned())],
+            vec![Some("shard1".to_owned())]
+        ]
+    );
+
+    let unknown = run(&["migrate", "--shard", "shard9"]);
+    assert_eq!(unknown.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&unknown.stderr).contains("no shard is named \"shard9\""));
+}
+
+#[tokio::test]
+async fn serve_does_not_migrate_unless_asked_and_readiness_says_so() {
+    let layout = layout("").await;
+    let app = TestApp::spawn_unmigrated(layout.settings(), "unmigrated").await;
+    let res = app.get("/ready").send().await.unwrap();
+    assert_eq!(res.status(), 503);
+    let body: Value = res.json().await.unwrap();
+    let detail = body["components"]["db:shard:shard1"]["details"]["primary"]
+        .as_str()
+        .unwrap();
+    assert!(detail.contains("pending"), "{body}");
+    assert_eq!(
+        app.get("/health").send().await.unwrap().status(),
+        200,
+        "liveness ignores the database"
+    );
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn health_readiness_and_metrics_describe_every_shard() {
+    let (app, _) = app().await;
+    app.create("acme-corp", json!({"url": "https://m.example"}))
+        .await;
+    let ready = eventually(Duration::from_secs(5), || async {
+        let res = app.get("/ready").send().await.unwrap();
+        let body: Value = res.json().await.unwrap();
+        body["components"]["db:shard:shard0"]["details"]["reads"] == "replica"
+    })
+    .await;
+    assert!(ready, "the replica becomes ready");
+    let res = app.get("/actuator/health").send().await.unwrap();
+    assert_eq!(res.status(), 200);
+    let body: Value = res.json().await.unwrap();
+    for c in ["db:control", "db:shard:shard0", "db:shard:shard1"] {
+        assert_eq!(body["components"][c]["status"], "UP", "{body}");
+    }
+    let metrics = app.metrics_text().await;
+    assert!(
+        metrics
+            .contains(r#"http_requests_total{route="/api/bookmarks",status="201",shard="shard1"}"#),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("http_request_duration_seconds_bucket"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains(r#"db_pool_connections{shard="shard0",role="replica",state="max"} 4"#),
+        "{metrics}"
+    );
+    let actuator: Value = app.json("/actuator/metrics").await;
+    assert_eq!(actuator["database_shards"]["shard0"]["slots"], 8192);
+    assert_eq!(
+        actuator["database_shards"]["shard1"]["primary"]["max_size"],
+        8
+    );
+    assert_eq!(
+        actuator["total_max_connections"],
+        8 + (8 + 1 + 1 + 4 + 1) + (8 + 1 + 1)
+    );
+    app.stop().await;
+}
+
+/// Submits an HTML form as a browser holding `cookies` would.
+async fn post_form(
+    app: &TestApp,
+    path: &str,
+    cookies: &str,
+    fields: &[(&str, &str)],
+) -> reqwest::Response {
+    app.post(path)
+        .header("cookie", cookies)
+        .form(fields)
+        .send()
+        .await
+        .unwrap()
+}
+
+fn cookie_value(res: &reqwest::Response, name: &str) -> Option<String> {
+    res.headers()
+        .get_all("set-cookie")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .find_map(|c| {
+            c.strip_prefix(&format!("{name}="))
+                .map(|rest| rest.split(';').next().unwrap_or_default().to_owned())
+        })
+}
+
+#[tokio::test]
+async fn the_html_ui_picks_a_tenant_by_cookie_escapes_output_and_refuses_cross_site_forms() {
+    let (app, layout) = app().await;
+    let home = app.get("/").send().await.unwrap();
+    assert_eq!(home.status(), 200);
+    let csrf = cookie_value(&home, "csrf").expect("a csrf cookie is set");
+    let html = home.text().await.unwrap();
+    assert!(html.contains("Choose a tenant") && html.contains(&csrf));
+
+    let jar = format!("csrf={csrf}");
+    let chosen = post_form(
+        &app,
+        "/tenant",
+        &jar,
+        &[("tenant", "ui-tenant"), ("csrf", csrf.as_str())],
+    )
+    .await;
+    assert_eq!(chosen.status(), 303);
+    assert_eq!(
+        cookie_value(&chosen, "tenant").as_deref(),
+        Some("ui-tenant")
+    );
+    let jar = format!("csrf={csrf}; tenant=ui-tenant");
+
+    let forged = post_form(
+        &app,
+        "/bookmarks",
+        &jar,
+        &[("url", "https://x.example"), ("csrf", "guess")],
+    )
+    .await;
+    assert_eq!(forged.status(), 403);
+    let invalid = post_form(
+        &app,
+        "/bookmarks",
+        &jar,
+        &[
+            ("url", "ftp://x"),
+            ("title", "keep me"),
+            ("csrf", csrf.as_str()),
+        ],
+    )
+    .await;
+    assert_eq!(invalid.status(), 422);
+    let page = invalid.text().await.unwrap();
+    assert!(
+        page.contains("url must be an http") && page.contains("keep me"),
+        "inline message, input kept"
+    );
+
+    let created = post_form(
+        &app,
+        "/bookmarks",
+        &jar,
+        &[
+            ("url", "https://x.example/?a=1&b=2"),
+            ("title", "<script>alert('x')</script>"),
+            ("tags", "Rust, web"),
+            ("csrf", csrf.as_str()),
+        ],
+    )
+    .await;
+    assert_eq!(created.status(), 303);
+    let list = app.get("/").header("cookie", &jar).send().await.unwrap();
+    let owner = route_with_cli(&layout, &["ui-tenant".to_owned()])[0]["shard"].clone();
+    assert_eq!(
+        list.headers()["x-shard"].to_str().unwrap(),
+        owner,
+        "the page names its shard"
+    );
+    let html = list.text().await.unwrap();
+    assert!(!html.contains("<script>alert"), "titles are escaped");
+    assert!(
+        html.contains("&#60;script&#62;") || html.contains("&lt;script&gt;"),
+        "{html}"
+    );
+    assert!(html.contains("ui-tenant") && html.contains(">rust<"));
+
+    // The header wins over the cookie.
+    let other: Value = app
+        .get("/api/bookmarks")
+        .header("cookie", &jar)
+        .header("X-Tenant-Id", "someone-else")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(other["tenant"], "someone-else");
+    let mine: Value = app
+        .get("/api/bookmarks")
+        .header("cookie", &jar)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(mine["items"][0]["title"], "<script>alert('x')</script>");
+
+    let bad_tenant = post_form(
+        &app,
+        "/tenant",
+        &jar,
+        &[("tenant", "<b>"), ("csrf", csrf.as_str())],
+    )
+    .await;
+    assert_eq!(bad_tenant.status(), 400);
+    assert!(!bad_tenant.text().await.unwrap().contains("<b>"));
+    app.stop().await;
+}
+
+/// Why the test transaction below ended without committing.
+enum TxError {
+    RolledBackOnPurpose,
+    Db(diesel::result::Error),
+}
+
+impl From<diesel::result::Error> for TxError {
+    fn from(e: diesel::result::Error) -> Self {
+        TxError::Db(e)
+    }
+}
+
+impl bookmarks_sharded::web::extract::QueryFailure for TxError {
+    fn into_api(
+        self,
+        classify: &dyn Fn(diesel::result::Error) -> bookmarks_sharded::web::error::ApiError,
+    ) -> bookmarks_sharded::web::error::ApiError {
+        match self {
+            TxError::RolledBackOnPurpose => bookmarks_sharded::web::error::ApiError::BadRequest {
+                code: "rolled_back",
+                message: "the handler rolled back".to_owned(),
+            },
+            TxError::Db(e) => classify(e),
+        }
+    }
+}
+
+/// A handler that writes two rows in one `ShardedDb::tx`, optionally failing after the first.
+async fn two_rows_in_one_transaction(
+    mut db: bookmarks_sharded::web::extract::ShardedDb,
+    axum::extract::Path(fail): axum::extract::Path<bool>,
+) -> Result<&'static str, bookmarks_sharded::web::error::ApiError> {
+    use diesel_async::RunQueryDsl;
+    db.tx(|conn| {
+        Box::pin(async move {
+            for url in ["https://tx.example/1", "https://tx.example/2"] {
+                diesel::sql_query("INSERT INTO bookmarks (tenant_id, id, url) VALUES ('tx-tenant', gen_random_uuid(), $1)")
+                    .bind::<diesel::sql_types::Text, _>(url)
+                    .execute(conn)
+                    .await?;
+                if fail {
+                    return Err(TxError::RolledBackOnPurpose);
+                }
+            }
+            Ok(())
+        })
+    })
+    .await?;
+    Ok("committed")
+}
+
+#[tokio::test]
+async fn sharded_db_tx_commits_or_rolls_back_on_the_tenants_own_shard() {
+    use tower::ServiceExt;
+    let l = layout("").await;
+    let targets =
+        bookmarks_sharded::migrate::targets(&l.settings().topology, &Default::default()).unwrap();
+    bookmarks_sharded::migrate::run(&targets).await.unwrap();
+    let options = bookmarks_sharded::startup::ServeOptions {
+        bind: "127.0.0.1:0".parse().unwrap(),
+        ..Default::default()
+    };
+    let app = bookmarks_sharded::startup::Application::build(l.settings(), options)
+        .await
+        .unwrap();
+    let router = axum::Router::new()
+        .route(
+            "/tx/{fail}",
+            axum::routing::post(two_rows_in_one_transaction),
+        )
+        .with_state(app.state().clone());
+    let call = |fail: bool| {
+        let req = axum::http::Request::post(format!("/tx/{fail}"))
+            .header("X-Tenant-Id", "tx-tenant")
+            .body(axum::body::Body::empty())
+            .unwrap();
+        router.clone().oneshot(req)
+    };
+    let route = route_with_cli(&l, &["tx-tenant".to_owned()]);
+    let (port, db) = port_of(&l, route[0]["shard"].as_str().unwrap());
+    let count = || {
+        sql(
+            port,
+            &db,
+            "SELECT count(*) FROM bookmarks WHERE tenant_id = 'tx-tenant'",
+        )
+    };
+
+    let res = call(true).await.unwrap();
+    assert_eq!(
+        res.status(),
+        400,
+        "the handler's own error reaches the client"
+    );
+    assert_eq!(
+        count().await[0][0].as_deref(),
+        Some("0"),
+        "the first insert was rolled back"
+    );
+    let res = call(false).await.unwrap();
+    assert_eq!(res.status(), 200);
+    assert_eq!(
+        count().await[0][0].as_deref(),
+        Some("2"),
+        "both inserts committed together"
+    );
+}
+
+#[tokio::test]
+async fn a_wrong_method_and_a_timed_out_request_answer_in_the_json_error_format() {
+    let (app, layout) = app().await;
+    let res = app
+        .delete("/api/tags")
+        .header("X-Tenant-Id", "hooli")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 405);
+    assert!(
+        res.headers()["allow"].to_str().unwrap().contains("GET"),
+        "the Allow header survives"
+    );
+    let body: Value = res.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "method_not_allowed", "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("DELETE")
+    );
+
+    // A shard that accepts connections and never answers: only the request timeout ends it.
+    let black_hole = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let mut stuck = layout.clone();
+    stuck.shards[1].1 = black_hole.local_addr().unwrap().port();
+    let mut options = test_options("timeout");
+    options.request_timeout = Duration::from_millis(300);
+    // Two failed liveness checks would open the shard's breaker and answer 503
+    // shard_unavailable instead; on a slow machine a second check can come first.
+    options.liveness_interval = Duration::from_secs(3600);
+    let app = TestApp::start(stuck.settings(), options).await;
+    assert_eq!(hash_shard(&app.settings, "acme-corp"), "shard1");
+    let res = app.get_as("/api/bookmarks", "acme-corp").await;
+    assert_eq!(res.status(), 503);
+    assert!(res.headers().contains_key("retry-after"));
+    let body: Value = res.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "request_timeout", "{body}");
+    drop(black_hole);
+}
+
+#[tokio::test]
+async fn a_connection_prepares_the_create_statement_once_and_reuses_it() {
+    use bookmarks_sharded::bookmarks::model::NewBookmarkInput;
+    use bookmarks_sharded::bookmarks::store;
+    use bookmarks_sharded::tenancy::TenantId;
+    use diesel::QueryableByName;
+    use diesel::sql_types::BigInt;
+    use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
+
+    #[derive(QueryableByName)]
+    struct N {
+        #[diesel(sql_type = BigInt)]
+        n: i64,
+    }
+    let (_app, layout) = app().await;
+    let (_, port, db, _) = &layout.shards[0];
+    let mut conn = AsyncPgConnection::establish(&url(*port, db)).await.unwrap();
+    let tenant = TenantId::parse(&unique("prepared")).unwrap();
+    for i in 0..3 {
+        let draft = NewBookmarkInput {
+            url: format!("https://example.com/prepared/{i}"),
+            title: format!("prepared {i}"),
+            notes: String::new(),
+            tags: vec!["one".into(), "two".into()],
+        }
+        .validate()
+        .unwrap();
+        store::insert(&mut conn, &tenant, &draft).await.unwrap();
+    }
+    // A statement prepared per call is closed after it runs and never listed here; a
+    // cached one stays, once.
+    let prepared: N = diesel::sql_query(
+        "SELECT count(*) AS n FROM pg_prepared_statements \
+         WHERE statement LIKE 'INSERT INTO \"bookmarks\"%'",
+    )
+    .get_result(&mut conn)
+    .await
+    .unwrap();
+    assert_eq!(
+        prepared.n, 1,
+        "three creates on one connection, one prepared insert"
+    );
+}

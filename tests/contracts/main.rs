@@ -1,0 +1,10 @@
+//! What must hold without any database: the key→slot contract, topology validation,
+//! routing rules, tenant resolution, the command line as a user runs it, and the
+//! repository's own hygiene.
+
+mod cli;
+mod repository;
+mod routing;
+mod slot_contract;
+mod tenancy;
+mod topology_config;

@@ -1,0 +1,741 @@
+//! End to end through nginx on the real compose stack: two web replicas, control, shard0
+//! with its streaming replica, shard1. Runs the README walkthrough, checks placement in the
+//! shard containers, stops a shard, freezes (pauses) a shard primary, a replica and the
+//! control database, stops and kills a web replica under read load, and tears everything
+//! down.
+//!
+//! `BOOKMARKS_STACK_OFFLINE=1` adds docker-compose.offline.yml (local stand-in images, built
+//! by scripts/build-offline-images.sh, and the app image built from the Dockerfile by
+//! scripts/check-dockerfile.sh or scripts/build-offline-app-image.sh); otherwise the stack
+//! is built and pulled as users run it.
+
+mod browser;
+#[path = "../common/mod.rs"]
+mod common;
+
+use std::process::{Command, Output};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use browser::Browser;
+use common::{eventually, free_port, unique};
+use serde_json::{Value, json};
+use testcontainers::compose::DockerCompose;
+
+const ROOT: &str = env!("CARGO_MANIFEST_DIR");
+
+struct Stack {
+    project: String,
+    files: Vec<String>,
+    port: u16,
+    base: String,
+    http: reqwest::Client,
+}
+
+impl Stack {
+    /// `docker compose …` against this test's project.
+    fn compose(&self, args: &[&str]) -> Output {
+        let out = Command::new("docker")
+            .current_dir(ROOT)
+            .arg("compose")
+            .args(["--project-name", &self.project])
+            .args(self.files.iter().flat_map(|f| ["-f", f.as_str()]))
+            .args(args)
+            .env("BOOKMARKS_HTTP_PORT", self.port.to_string())
+            .output()
+            .expect("docker compose runs");
+        assert!(
+            out.status.success(),
+            "docker compose {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out
+    }
+
+    fn psql(&self, service: &str, query: &str) -> String {
+        let out = self.compose(&[
+            "exec",
+            "-T",
+            service,
+            "psql",
+            "-U",
+            "bookmarks",
+            "-d",
+            "bookmarks_shard",
+            "-tAc",
+            query,
+        ]);
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    }
+
+    fn get(&self, path: &str) -> reqwest::RequestBuilder {
+        self.http.get(format!("{}{path}", self.base))
+    }
+
+    async fn wait_ready(&self, within: Duration) -> bool {
+        eventually(within, || async {
+            matches!(self.get("/ready").send().await, Ok(r) if r.status() == 200)
+        })
+        .await
+    }
+}
+
+/// The development admin token the stack gets from `.env`.
+fn admin_token() -> String {
+    let env = std::fs::read_to_string(format!("{ROOT}/.env")).expect(".env is committed");
+    env.lines()
+        .find_map(|l| l.strip_prefix("ADMIN_TOKEN="))
+        .expect(".env sets ADMIN_TOKEN")
+        .trim()
+        .to_owned()
+}
+
+/// The admin page and the tenant UI in headless Chromium, through nginx: the Basic-auth
+/// prompt answered, both shards and the slot map shown, the browse table paged forward and
+/// back, a tenant looked up, and one bookmark added through the tenant UI.
+async fn browse_the_admin_page_and_the_tenant_ui(port: u16) -> Browser {
+    let b = Browser::start().await;
+    let token = admin_token();
+    let base = format!("http://127.0.0.1:{port}");
+    // Credentials in the URL answer the Basic prompt; the browser then reuses them for
+    // the whole origin, as it would after a user typed them into its prompt.
+    b.client
+        .goto(&format!("http://admin:{token}@127.0.0.1:{port}/admin"))
+        .await
+        .unwrap();
+    assert_eq!(b.client.title().await.unwrap(), "Admin · Bookmarks");
+    assert_eq!(b.count(".shard-card").await, 2, "a card per shard");
+    assert!(
+        b.text(".shard-card[data-shard=shard0]")
+            .await
+            .contains("0-8191")
+    );
+    assert!(
+        b.text(".shard-card[data-shard=shard1]")
+            .await
+            .contains("8192-16383")
+    );
+    assert!(
+        b.count("#slot-map svg rect").await >= 128,
+        "the slot map is drawn"
+    );
+    b.screenshot("admin").await;
+
+    let first_row = b.attr("#browse-table tr[data-id]", "data-id").await;
+    assert!(first_row.is_some(), "the browse table lists bookmarks");
+    b.click("#browse-older").await;
+    assert!(
+        b.client
+            .current_url()
+            .await
+            .unwrap()
+            .as_str()
+            .contains("cursor=")
+    );
+    let second_row = b.attr("#browse-table tr[data-id]", "data-id").await;
+    assert_ne!(second_row, first_row, "the next page starts further down");
+    b.screenshot("admin-older").await;
+    b.click("#browse-newer").await;
+    b.wait_for_url("prev=").await;
+    let back = b.attr("#browse-table tr[data-id]", "data-id").await;
+    assert_eq!(back, first_row, "Newer leads back to the first page");
+
+    b.submit("#lookup-form", &[("lookup", "initech")]).await;
+    b.wait_for("#lookup-result").await;
+    let effective = b.text("#effective-shard").await;
+    assert!(
+        effective.contains("shard0"),
+        "initech was moved to shard0: {effective}"
+    );
+    b.screenshot("admin-lookup").await;
+
+    // The tenant UI: pick a tenant, add a bookmark, see it listed.
+    b.client.goto(&format!("{base}/tenant")).await.unwrap();
+    b.submit("form", &[("tenant", "browser-co")]).await;
+    b.wait_for("form.filters").await;
+    b.client
+        .goto(&format!("{base}/bookmarks/new"))
+        .await
+        .unwrap();
+    b.submit(
+        "form",
+        &[
+            ("url", "https://browser.example/added"),
+            ("title", "Added in a real browser"),
+        ],
+    )
+    .await;
+    b.wait_for("ul li").await;
+    let listed = b.text("ul").await;
+    assert!(listed.contains("Added in a real browser"), "{listed}");
+    b.screenshot("tenant-ui").await;
+    b
+}
+
+fn offline() -> bool {
+    std::env::var("BOOKMARKS_STACK_OFFLINE").is_ok_and(|v| v == "1")
+}
+
+/// The README's walkthrough, as shell snippets, with the published port substituted.
+fn walkthrough(port: u16) -> Vec<String> {
+    let readme = std::fs::read_to_string(format!("{ROOT}/README.md")).unwrap();
+    let start = readme
+        .find("<!-- walkthrough:start -->")
+        .expect("README has a walkthrough");
+    let end = readme
+        .find("<!-- walkthrough:end -->")
+        .expect("walkthrough ends");
+    readme[start..end]
+        .split("```sh\n")
+        .skip(1)
+        .map(|block| {
+            block
+                .split("```")
+                .next()
+                .unwrap()
+                .replace("localhost:8080", &format!("localhost:{port}"))
+        })
+        .collect()
+}
+
+/// Sends GETs through nginx until `stop` is set; returns (sent, failed, examples of failures).
+async fn read_load(base: String, stop: Arc<AtomicBool>) -> (usize, usize, Vec<String>) {
+    let client = reqwest::Client::builder()
+        .timeout(Duration::from_secs(10))
+        .build()
+        .unwrap();
+    let sent = AtomicUsize::new(0);
+    let mut failures = Vec::new();
+    while !stop.load(Ordering::Relaxed) {
+        sent.fetch_add(1, Ordering::Relaxed);
+        match client
+            .get(format!("{base}/api/bookmarks"))
+            .header("X-Tenant-Id", "hooli")
+            .send()
+            .await
+        {
+            Ok(r) if r.status() == 200 => {}
+            Ok(r) => failures.push(format!("status {}", r.status())),
+            Err(e) => failures.push(e.to_string()),
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    (
+        sent.into_inner(),
+        failures.len(),
+        failures.into_iter().take(5).collect(),
+    )
+}
+
+/// Runs `action` while a reader loop hammers nginx; asserts no GET failed.
+async fn no_get_fails_while(stack: &Stack, what: &str, action: impl FnOnce()) {
+    let stop = Arc::new(AtomicBool::new(false));
+    let load = tokio::spawn(read_load(stack.base.clone(), stop.clone()));
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    action();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    stop.store(true, Ordering::Relaxed);
+    let (sent, failed, examples) = load.await.unwrap();
+    assert!(sent > 20, "{what}: the load loop ran ({sent} requests)");
+    assert_eq!(
+        failed, 0,
+        "{what}: {failed} of {sent} GETs failed, e.g. {examples:?}"
+    );
+}
+
+/// One timed GET through nginx as `tenant`: (status, elapsed, JSON body, serving replica).
+async fn timed_get(stack: &Stack, path: &str, tenant: &str) -> (u16, Duration, Value, String) {
+    let started = Instant::now();
+    let res = stack
+        .get(path)
+        .header("X-Tenant-Id", tenant)
+        .send()
+        .await
+        .unwrap();
+    let took = started.elapsed();
+    let status = res.status().as_u16();
+    let replica = res
+        .headers()
+        .get("x-served-by")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
+    let body = res.json().await.unwrap_or_default();
+    (status, took, body, replica)
+}
+
+/// How long each web replica may take to notice a silent server by itself, through its
+/// liveness monitor: two timed-out checks (1 s interval, each bounded by the 2 s connect
+/// timeout) with nothing else answering.
+const LIVENESS_NOTICE: Duration = Duration::from_millis(6500);
+
+/// A partition, not a stop: `docker compose pause` freezes a server so that connections
+/// stay open and nothing answers. Checks the targets of the README's outage table for a
+/// shard primary, the shard0 replica and the control database.
+async fn partitions_cost_one_timeout_then_fail_fast(stack: &Stack) {
+    for tenant in ["acme-corp", "hooli"] {
+        for _ in 0..4 {
+            assert_eq!(timed_get(stack, "/api/bookmarks", tenant).await.0, 200);
+        }
+    }
+
+    // Shard1's primary.
+    stack.compose(&["pause", "postgres-shard-1"]);
+    let (status, took, body, _) = timed_get(stack, "/api/bookmarks", "acme-corp").await;
+    assert_eq!(status, 503, "{body}");
+    assert_eq!(body["error"]["shard"], "shard1", "{body}");
+    assert!(
+        took <= Duration::from_millis(2500),
+        "the first request after the freeze took {took:?} (nginx must not retry a shard 503)"
+    );
+    eprintln!("partition: first shard1 request answered 503 in {took:?}");
+    tokio::time::sleep(LIVENESS_NOTICE).await;
+    let mut replicas = std::collections::BTreeSet::new();
+    let mut slowest = Duration::ZERO;
+    for _ in 0..20 {
+        let (status, took, body, replica) = timed_get(stack, "/api/bookmarks", "acme-corp").await;
+        assert_eq!(status, 503, "{body}");
+        assert_eq!(body["error"]["shard"], "shard1", "{body}");
+        assert!(
+            took <= Duration::from_millis(100),
+            "a later 503 took {took:?}"
+        );
+        slowest = slowest.max(took);
+        replicas.insert(replica);
+    }
+    assert_eq!(
+        replicas.len(),
+        2,
+        "both web replicas fail fast: {replicas:?}"
+    );
+    let mut shard0_slowest = Duration::ZERO;
+    for _ in 0..20 {
+        let (status, took, _, _) = timed_get(stack, "/api/bookmarks", "hooli").await;
+        assert_eq!(status, 200, "shard0 tenants are unaffected");
+        shard0_slowest = shard0_slowest.max(took);
+    }
+    assert!(
+        shard0_slowest <= Duration::from_millis(100),
+        "{shard0_slowest:?}"
+    );
+    eprintln!("partition: later shard1 503s ≤ {slowest:?}; shard0 200s ≤ {shard0_slowest:?}");
+    stack.compose(&["unpause", "postgres-shard-1"]);
+    let thawed = Instant::now();
+    let served = eventually(Duration::from_secs(5), || async {
+        let a = timed_get(stack, "/api/bookmarks", "acme-corp").await.0;
+        let b = timed_get(stack, "/api/bookmarks", "acme-corp").await.0;
+        a == 200 && b == 200
+    })
+    .await;
+    assert!(served, "shard1 tenants served within 5 s of unpause");
+    eprintln!(
+        "partition: shard1 served again {:?} after unpause",
+        thawed.elapsed()
+    );
+
+    // Shard0's read replica: reads fall back to the primary, then return to the replica.
+    stack.compose(&["pause", "postgres-shard-0-replica"]);
+    let (status, took, body, _) = timed_get(stack, "/api/tags", "hooli").await;
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        took <= Duration::from_millis(2500),
+        "first read took {took:?}"
+    );
+    tokio::time::sleep(LIVENESS_NOTICE).await;
+    for _ in 0..10 {
+        let (status, took, body, _) = timed_get(stack, "/api/tags", "hooli").await;
+        assert_eq!(status, 200);
+        assert_eq!(body["served_by"], "primary", "{body}");
+        assert!(
+            took <= Duration::from_millis(100),
+            "a later read took {took:?}"
+        );
+    }
+    stack.compose(&["unpause", "postgres-shard-0-replica"]);
+    let back = eventually(Duration::from_secs(10), || async {
+        let a = timed_get(stack, "/api/tags", "hooli").await.2;
+        let b = timed_get(stack, "/api/tags", "hooli").await.2;
+        a["served_by"] == "replica" && b["served_by"] == "replica"
+    })
+    .await;
+    assert!(back, "reads return to the replica after unpause");
+
+    // The control database: cached placements keep serving, uncached tenants fail fast.
+    stack.compose(&["pause", "postgres-control"]);
+    let (status, took, _, _) = timed_get(stack, "/api/bookmarks", "hooli").await;
+    assert_eq!(
+        status, 200,
+        "a cached placement serves while control is frozen"
+    );
+    assert!(took <= Duration::from_millis(100), "{took:?}");
+    let (status, took, body, _) = timed_get(stack, "/api/bookmarks", "partition-newcomer-0").await;
+    assert_eq!(status, 503, "{body}");
+    assert_eq!(body["error"]["code"], "directory_unavailable", "{body}");
+    assert!(
+        took <= Duration::from_millis(2500),
+        "first lookup took {took:?}"
+    );
+    tokio::time::sleep(LIVENESS_NOTICE).await;
+    for i in 1..=10 {
+        let tenant = format!("partition-newcomer-{i}");
+        let (status, took, body, _) = timed_get(stack, "/api/bookmarks", &tenant).await;
+        assert_eq!(status, 503, "{body}");
+        assert!(
+            took <= Duration::from_millis(100),
+            "a later lookup took {took:?}"
+        );
+        let (status, took, _, _) = timed_get(stack, "/api/bookmarks", "hooli").await;
+        assert_eq!(status, 200);
+        assert!(took <= Duration::from_millis(100), "{took:?}");
+    }
+    stack.compose(&["unpause", "postgres-control"]);
+    let served = eventually(Duration::from_secs(5), || async {
+        let a = timed_get(stack, "/api/bookmarks", "partition-newcomer-0")
+            .await
+            .0;
+        let b = timed_get(stack, "/api/bookmarks", "partition-newcomer-0")
+            .await
+            .0;
+        a == 200 && b == 200
+    })
+    .await;
+    assert!(
+        served,
+        "uncached tenants served within 5 s of unpausing control"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_compose_stack_serves_through_nginx_survives_outages_and_tears_down_cleanly() {
+    let mut files = vec![format!("{ROOT}/docker-compose.yml")];
+    if offline() {
+        files.push(format!("{ROOT}/docker-compose.offline.yml"));
+    }
+    let project = unique("bookmarks-e2e");
+    let port = free_port();
+    let mut compose = DockerCompose::with_local_client(files.as_slice())
+        .with_project_name(&project)
+        .with_env("BOOKMARKS_HTTP_PORT", port.to_string())
+        .with_build(!offline())
+        .with_wait(false);
+    let started = Instant::now();
+    compose.up().await.expect("docker compose up");
+    let stack = Stack {
+        project: project.clone(),
+        files,
+        port,
+        base: format!("http://127.0.0.1:{port}"),
+        http: reqwest::Client::builder()
+            .timeout(Duration::from_secs(10))
+            .build()
+            .unwrap(),
+    };
+    assert!(
+        stack.wait_ready(Duration::from_secs(180)).await,
+        "/ready via nginx"
+    );
+    eprintln!("stack ready after {:?}", started.elapsed());
+
+    // The primary admits replication because our init script said so, not because the image
+    // did (the official image's pg_hba.conf has no such line, and neither has the stand-in's),
+    // and databases get the official image's collation.
+    assert_eq!(
+        stack.psql(
+            "postgres-shard-0",
+            "select string_agg(array_to_string(user_name, ','), ' ') from pg_hba_file_rules \
+             where 'replication' = any(database) and type = 'host' and address = 'all'"
+        ),
+        "replicator",
+        "only the line 10-replication.sh wrote admits replication from other hosts"
+    );
+    assert_eq!(
+        stack.psql(
+            "postgres-shard-0",
+            "select datcollate from pg_database where datname = current_database()"
+        ),
+        "en_US.utf8"
+    );
+
+    // The README walkthrough, verbatim.
+    let snippets = walkthrough(port);
+    assert!(
+        snippets.len() >= 4,
+        "walkthrough snippets found: {}",
+        snippets.len()
+    );
+    for snippet in &snippets {
+        // Bounded: a snippet that waits for recovery must not hang the suite.
+        let out = Command::new("timeout")
+            .current_dir(ROOT)
+            .args(["120", "bash", "-euo", "pipefail", "-c", snippet])
+            .env("COMPOSE_PROJECT_NAME", &project)
+            .env("COMPOSE_FILE", stack.files.join(":"))
+            .env("BOOKMARKS_HTTP_PORT", port.to_string())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "README snippet failed:\n{snippet}\nstdout: {}\nstderr: {}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    assert!(stack.wait_ready(Duration::from_secs(30)).await);
+
+    // Three processes run reindexers (web1, web2, worker); each shard has exactly one leader.
+    let leaders = format!(
+        "select count(*) from pg_locks where locktype = 'advisory' and granted \
+         and ((classid::bigint << 32) | objid::bigint) = {}",
+        bookmarks_sharded::search::reindexer::LEADER_LOCK
+    );
+    for shard in ["postgres-shard-0", "postgres-shard-1"] {
+        assert_eq!(
+            stack.psql(shard, &leaders),
+            "1",
+            "one reindexer leader on {shard}"
+        );
+    }
+
+    // The walkthrough moved initech from shard1 to shard0 with move_slot, in its own
+    // container on the stack's network.
+    let q = "select count(*) from bookmarks where tenant_id = 'initech'";
+    assert_eq!(
+        stack.psql("postgres-shard-0", q),
+        "3",
+        "initech's rows moved"
+    );
+    assert_eq!(
+        stack.psql("postgres-shard-1", q),
+        "0",
+        "nothing left behind"
+    );
+
+    // The directory: a pin made through one replica's CLI reroutes both replicas at once,
+    // and the tenant's first write lands on the pinned shard.
+    let placed = "e2e-pinned"; // hashes to shard1
+    stack.compose(&["exec", "-T", "web2", "bookmarks", "pin", placed, "shard0"]);
+    let t0 = Instant::now();
+    let mut seen = std::collections::BTreeMap::new();
+    while seen.len() < 2 || seen.values().any(|s| s != "shard0") {
+        assert!(
+            t0.elapsed() < Duration::from_secs(1),
+            "both replicas route {placed} to shard0 within 1 s: {seen:?}"
+        );
+        let res = stack
+            .get("/api/bookmarks")
+            .header("X-Tenant-Id", placed)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), 200);
+        let by = res.headers()["x-served-by"].to_str().unwrap().to_owned();
+        seen.insert(by, res.headers()["x-shard"].to_str().unwrap().to_owned());
+    }
+    let res = stack
+        .http
+        .post(format!("{}/api/bookmarks", stack.base))
+        .header("X-Tenant-Id", placed)
+        .json(&json!({"url": "https://e2e.example/placed"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 201);
+    let q = format!("select count(*) from bookmarks where tenant_id = '{placed}'");
+    assert_eq!(
+        stack.psql("postgres-shard-0", &q),
+        "1",
+        "{placed} is on shard0"
+    );
+    assert_eq!(
+        stack.psql("postgres-shard-1", &q),
+        "0",
+        "{placed} is not where the hash would put it"
+    );
+
+    // Placement: every tenant's row is where `bookmarks route` says, whichever replica served.
+    let tenants: Vec<String> = (0..24).map(|i| format!("e2e-tenant-{i}")).collect();
+    for t in &tenants {
+        let res = stack
+            .http
+            .post(format!("{}/api/bookmarks", stack.base))
+            .header("X-Tenant-Id", t)
+            .json(&json!({"url": format!("https://e2e.example/{t}")}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), 201, "{t}");
+    }
+    // From the host the control database's compose host name does not resolve; these
+    // tenants have no directory rows, so pins and the hash say where they live.
+    let route = Command::new(env!("CARGO_BIN_EXE_bookmarks"))
+        .current_dir(ROOT)
+        .env_remove("AUTUMN_CONFIG")
+        .args(["route", "--no-directory", "--"])
+        .args(&tenants)
+        .output()
+        .unwrap();
+    let routes: Vec<Value> = String::from_utf8_lossy(&route.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let mut instances = std::collections::BTreeSet::new();
+    for (t, r) in tenants.iter().zip(&routes) {
+        let owner = r["shard"].as_str().unwrap();
+        let (here, there) = if owner == "shard0" {
+            ("postgres-shard-0", "postgres-shard-1")
+        } else {
+            ("postgres-shard-1", "postgres-shard-0")
+        };
+        let q = format!("select count(*) from bookmarks where tenant_id = '{t}'");
+        assert_eq!(stack.psql(here, &q), "1", "{t} on its shard {owner}");
+        assert_eq!(stack.psql(there, &q), "0", "{t} only on {owner}");
+        let mut served = std::collections::BTreeMap::new();
+        for _ in 0..6 {
+            let res = stack
+                .get("/api/bookmarks")
+                .header("X-Tenant-Id", t)
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(res.status(), 200);
+            let by = res.headers()["x-served-by"].to_str().unwrap().to_owned();
+            let shard = res.headers()["x-shard"].to_str().unwrap().to_owned();
+            assert_eq!(shard, owner, "{t} served by {by} from {shard}");
+            served.insert(by, shard);
+            if served.len() == 2 {
+                break;
+            }
+        }
+        instances.extend(served.into_keys());
+    }
+    assert_eq!(
+        instances.into_iter().collect::<Vec<_>>(),
+        ["web1", "web2"],
+        "both replicas served and agreed"
+    );
+
+    let browser = browse_the_admin_page_and_the_tenant_ui(port).await;
+
+    // The replica is in recovery and streams a fresh shard0 row within 5 s.
+    assert_eq!(
+        stack.psql("postgres-shard-0-replica", "select pg_is_in_recovery()"),
+        "t"
+    );
+    let res = stack
+        .http
+        .post(format!("{}/api/bookmarks", stack.base))
+        .header("X-Tenant-Id", "hooli")
+        .json(&json!({"url": "https://e2e.example/replicated"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 201);
+    let streamed = eventually(Duration::from_secs(5), || async {
+        stack.psql(
+            "postgres-shard-0-replica",
+            "select count(*) from bookmarks where url = 'https://e2e.example/replicated'",
+        ) == "1"
+    })
+    .await;
+    assert!(streamed, "the row reached the replica within 5 s");
+
+    // A shard outage: partial answers within 3 s, 503s naming the shard, recovery in 30 s.
+    stack.compose(&["stop", "postgres-shard-1"]);
+    let t0 = Instant::now();
+    let degraded = eventually(Duration::from_secs(3), || async {
+        let Ok(res) = stack.get("/api/stats").send().await else {
+            return false;
+        };
+        if res.status() != 200 {
+            return false;
+        }
+        let stats: Value = res.json().await.unwrap_or_default();
+        stats["shards"][1]["status"] == "down"
+            && stats["shards"][0]["bookmarks"]
+                .as_i64()
+                .is_some_and(|n| n > 0)
+    })
+    .await;
+    assert!(
+        degraded,
+        "stats degraded within 3 s (took {:?})",
+        t0.elapsed()
+    );
+    let res = stack
+        .get("/api/bookmarks")
+        .header("X-Tenant-Id", "acme-corp")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 503);
+    let body: Value = res.json().await.unwrap();
+    assert_eq!(body["error"]["shard"], "shard1", "{body}");
+    let res = stack
+        .get("/api/bookmarks")
+        .header("X-Tenant-Id", "hooli")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    assert_eq!(stack.get("/ready").send().await.unwrap().status(), 503);
+    // The admin page still renders, and its banner names the missing shard.
+    browser
+        .client
+        .goto(&format!("{}/admin", stack.base))
+        .await
+        .unwrap();
+    let banner = browser.text("#banner").await;
+    assert!(banner.contains("shard1 is missing"), "{banner}");
+    assert!(
+        browser
+            .text(".shard-card[data-shard=shard0]")
+            .await
+            .contains("up")
+    );
+    browser.screenshot("admin-shard-down").await;
+    browser.close().await;
+    stack.compose(&["start", "postgres-shard-1"]);
+    let recovered = eventually(Duration::from_secs(30), || async {
+        let ok = matches!(stack.get("/api/bookmarks").header("X-Tenant-Id", "acme-corp").send().await, Ok(r) if r.status() == 200);
+        ok && matches!(stack.get("/ready").send().await, Ok(r) if r.status() == 200)
+    })
+    .await;
+    assert!(
+        recovered,
+        "shard1 tenants and /ready recovered within 30 s without restarting web replicas"
+    );
+
+    partitions_cost_one_timeout_then_fail_fast(&stack).await;
+
+    // A web replica leaving, gracefully and not: readers never notice.
+    no_get_fails_while(&stack, "docker compose stop web1", || {
+        stack.compose(&["stop", "web1"]);
+    })
+    .await;
+    stack.compose(&["start", "web1"]);
+    let healthy = eventually(Duration::from_secs(30), || async {
+        let out = stack.compose(&["ps", "--format", "{{.Service}} {{.Health}}", "web1"]);
+        String::from_utf8_lossy(&out.stdout).contains("web1 healthy")
+    })
+    .await;
+    assert!(healthy, "web1 is healthy again");
+    no_get_fails_while(&stack, "docker compose kill web1", || {
+        stack.compose(&["kill", "web1"]);
+    })
+    .await;
+
+    // Teardown leaves nothing behind.
+    compose.down().await.expect("docker compose down -v");
+    let label = format!("label=com.docker.compose.project={project}");
+    for kind in [["ps", "-aq"], ["volume", "ls"], ["network", "ls"]] {
+        let out = Command::new("docker")
+            .args(kind)
+            .args(["-q", "--filter", &label])
+            .output()
+            .unwrap();
+        let left = String::from_utf8_lossy(&out.stdout);
+        assert!(left.trim().is_empty(), "docker {kind:?} still lists {left}");
+    }
+    eprintln!("end-to-end run took {:?}", started.elapsed());
+}
