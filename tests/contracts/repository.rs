@@ -1,6 +1,7 @@
 //! Checks on the repository itself. The shell scripts and config files that run inside Linux
 //! containers must have LF line endings in every checkout: a CRLF script fails with "bad
-//! interpreter", and a CRLF init script leaves a database uninitialised.
+//! interpreter", and a CRLF init script leaves a database uninitialised. And every test
+//! file is compiled into a test binary: none can sit in `tests/` and silently never run.
 
 use std::process::Command;
 
@@ -66,4 +67,68 @@ fn git_checks_out_every_script_and_container_file_with_lf_endings_on_any_platfor
         ".gitattributes must pin eol=lf for: {not_lf:?}"
     );
     assert_eq!(report.lines().count(), files.len());
+}
+
+/// The `mod name;` declarations of a Rust file.
+fn declared_modules(file: &std::path::Path) -> Vec<String> {
+    std::fs::read_to_string(file)
+        .unwrap()
+        .lines()
+        .filter_map(|line| {
+            let line = line.trim();
+            let rest = line
+                .strip_prefix("pub mod ")
+                .or(line.strip_prefix("mod "))?;
+            rest.strip_suffix(';').map(str::to_owned)
+        })
+        .collect()
+}
+
+#[test]
+fn every_rust_file_under_tests_belongs_to_a_test_binary() {
+    // Cargo finds `tests/*.rs` and `tests/*/main.rs` by itself; every other file must be a
+    // module of one of those, or it is never compiled.
+    let tests = std::path::Path::new(ROOT).join("tests");
+    let mut unreached = Vec::new();
+    let mut binaries = 0;
+    for file in tracked(&["tests/**/*.rs"]) {
+        let path = std::path::Path::new(ROOT).join(&file);
+        let dir = path.parent().unwrap();
+        let name = path.file_stem().unwrap().to_str().unwrap();
+        if dir == tests || name == "main" {
+            binaries += 1;
+            continue;
+        }
+        // A module file: `dir/name.rs` is declared by `dir/main.rs` or `dir/mod.rs`, and
+        // `dir/mod.rs` by its parent's main.rs (possibly through a `#[path]`).
+        let (owner_dir, module) = if name == "mod" {
+            (
+                dir.parent().unwrap(),
+                dir.file_name().unwrap().to_str().unwrap(),
+            )
+        } else {
+            (dir, name)
+        };
+        let mut owners: Vec<_> = ["main.rs", "mod.rs"]
+            .iter()
+            .map(|f| owner_dir.join(f))
+            .collect();
+        // `tests/common` is shared through `#[path]` by the binaries beside it.
+        if owner_dir == tests {
+            owners.extend(
+                tracked(&["tests/*/main.rs"])
+                    .iter()
+                    .map(|f| std::path::Path::new(ROOT).join(f)),
+            );
+        }
+        let declared = owners
+            .iter()
+            .filter(|o| o.exists())
+            .any(|o| declared_modules(o).iter().any(|m| m == module));
+        if !declared {
+            unreached.push(file);
+        }
+    }
+    assert!(binaries >= 3, "the test binaries were found");
+    assert!(unreached.is_empty(), "never compiled: {unreached:?}");
 }
