@@ -132,15 +132,18 @@ impl MetricSource for Fairness {
 /// 429) and records the outcome for the busiest-tenant summary. Requests without a valid
 /// tenant pass untouched; the handler answers them with its own 400.
 /// As a layer: `AroundLayer(Admission::new(fairness, header))`.
+/// One `Arc`: the router clones its layers for every request.
 #[derive(Clone)]
-pub struct Admission {
+pub struct Admission(Arc<Admitting>);
+
+struct Admitting {
     fairness: Fairness,
     header: TenantHeader,
 }
 
 impl Admission {
     pub fn new(fairness: Fairness, header: TenantHeader) -> Self {
-        Self { fairness, header }
+        Self(Arc::new(Admitting { fairness, header }))
     }
 }
 
@@ -151,7 +154,7 @@ impl Around for Admission {
         S::Future: Send + 'static,
     {
         let (parts, body) = request.into_parts();
-        let Ok(tenant) = tenancy::resolve(&parts, self.header.as_str()) else {
+        let Ok(tenant) = tenancy::resolve(&parts, self.0.header.as_str()) else {
             // The handler's extractor answers with the precise error.
             return Box::pin(inner.call(Request::from_parts(parts, body)));
         };
@@ -159,7 +162,7 @@ impl Around for Admission {
         // Facts first, so that the tenant is kept in them even without an outer layer.
         let facts = RequestFacts::of(&mut request);
         remember_tenant(request.extensions_mut(), &tenant);
-        let fairness = &self.fairness;
+        let fairness = &self.0.fairness;
         let started = Instant::now();
         let Some(permit) = fairness.bulkhead.try_enter(&tenant) else {
             metrics::counter!("tenant_bulkhead_rejections_total").increment(1);

@@ -182,9 +182,12 @@ impl ShardConn {
     }
 }
 
-/// Routing plus pools plus replica readiness: everything needed to reach a shard.
+/// Routing plus pools plus replica readiness: everything needed to reach a shard. One
+/// `Arc`: every request that reaches a shard holds a clone.
 #[derive(Clone)]
-pub struct Shards {
+pub struct Shards(Arc<Reach>);
+
+struct Reach {
     set: Arc<ShardSet>,
     router: Arc<dyn ShardRouter>,
     replicas: Arc<ReplicaStates>,
@@ -196,34 +199,34 @@ impl Shards {
         router: Arc<dyn ShardRouter>,
         replicas: Arc<ReplicaStates>,
     ) -> Self {
-        Self {
+        Self(Arc::new(Reach {
             set,
             router,
             replicas,
-        }
+        }))
     }
 
     pub fn set(&self) -> &ShardSet {
-        &self.set
+        &self.0.set
     }
 
     pub fn replicas(&self) -> &ReplicaStates {
-        &self.replicas
+        &self.0.replicas
     }
 
     /// Shared handles, for background tasks that outlive a request.
     pub fn shared(&self) -> (Arc<ShardSet>, Arc<ReplicaStates>) {
-        (Arc::clone(&self.set), Arc::clone(&self.replicas))
+        (Arc::clone(&self.0.set), Arc::clone(&self.0.replicas))
     }
 
     /// Forgets what the router remembers about `key` (a shard said the tenant moved).
     pub fn forget(&self, key: &str) {
-        self.router.forget(key);
+        self.0.router.forget(key);
     }
 
     /// Which shard serves `key`, by the installed router.
     pub async fn route<'a>(&'a self, key: impl Into<ShardKey<'a>>) -> Result<Route, ShardError> {
-        Ok(self.router.route(key.into(), &self.set).await?)
+        Ok(self.0.router.route(key.into(), &self.0.set).await?)
     }
 
     /// A connection to the primary of the shard that owns `key`.
@@ -232,7 +235,7 @@ impl Shards {
         key: impl Into<ShardKey<'a>>,
     ) -> Result<ShardConn, ShardError> {
         let route = self.route(key).await?;
-        self.primary(self.set.get(route.shard)).await
+        self.primary(self.0.set.get(route.shard)).await
     }
 
     /// A read connection for `key`: its shard's replica when ready, else per `replica_fallback`.
@@ -242,12 +245,13 @@ impl Shards {
         key: impl Into<ShardKey<'a>>,
     ) -> Result<ShardConn, ShardError> {
         let route = self.route(key).await?;
-        self.read(self.set.get(route.shard)).await
+        self.read(self.0.set.get(route.shard)).await
     }
 
     /// A connection to a shard's primary by name (admin paths, tools).
     pub async fn db_on(&self, name: &str) -> Result<ShardConn, ShardError> {
         let shard = self
+            .0
             .set
             .by_name(name)
             .ok_or_else(|| ShardError::UnknownShard(name.to_owned()))?;
@@ -274,10 +278,11 @@ impl Shards {
     /// The replica-aware read path for one shard.
     pub async fn read(&self, shard: &Shard) -> Result<ShardConn, ShardError> {
         if let (Some(pool), Some(breaker)) = (shard.replica_pool(), shard.replica_breaker()) {
-            if self.replicas.is_ready(shard.id()) && !breaker.is_open() {
+            if self.0.replicas.is_ready(shard.id()) && !breaker.is_open() {
                 match breaker.checkout(pool).await {
                     Ok(conn) => return Ok(ShardConn::new(conn, shard, breaker)),
                     Err(e) => self
+                        .0
                         .replicas
                         .mark_unready(shard, &format!("checkout failed: {e}")),
                 }
@@ -305,7 +310,7 @@ impl Shards {
         Fut: Future<Output = Result<T, ShardError>>,
     {
         let work = &work;
-        let shards: Vec<&Shard> = self.set.iter().collect();
+        let shards: Vec<&Shard> = self.0.set.iter().collect();
         let shards = &shards;
         // Indices, not `&Shard`s, flow through the stream: a closure taking a borrowed
         // argument would have to be higher-ranked, which async blocks cannot express.

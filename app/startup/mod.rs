@@ -163,7 +163,7 @@ impl Application {
                 instance: instance.clone(),
             })
         });
-        let state = AppState {
+        let state = AppState::new(state::Parts {
             readiness: Readiness::new(
                 control.clone(),
                 shards.clone(),
@@ -179,7 +179,7 @@ impl Application {
             metrics,
             instance: instance.clone(),
             admin,
-        };
+        });
         let listener = TcpListener::bind(options.bind)
             .await
             .with_context(|| format!("cannot bind {}", options.bind))?;
@@ -232,7 +232,7 @@ impl Application {
                 self.replica_check_interval,
             ),
             spawn_liveness_monitor(breakers, self.liveness_interval),
-            self.state.metrics.spawn_upkeep(),
+            self.state.parts().metrics.spawn_upkeep(),
         ];
         if let Some(router) = b.directory.clone() {
             let topology = b.shards.set().topology();

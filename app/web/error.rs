@@ -70,6 +70,8 @@ pub struct Reply {
 }
 
 impl Reply {
+    /// A reply with no details; a 503 tells the client to come back in
+    /// `RETRY_AFTER_SECONDS` unless [`Reply::retry_after`] says otherwise.
     pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
         Self {
             status,
@@ -176,25 +178,6 @@ impl ApiError {
                 // The whole chain of causes, on one line.
                 .cause(Level::ERROR, "internal error", format!("{e:#}")),
             ApiError::Shard(e) => shard_reply(e),
-        }
-    }
-
-    pub fn status(&self) -> StatusCode {
-        match self {
-            ApiError::Feature(reply) => reply.status,
-            ApiError::Tenant(_) | ApiError::BadRequest { .. } => StatusCode::BAD_REQUEST,
-            ApiError::NotFound(_) => StatusCode::NOT_FOUND,
-            ApiError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
-            ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            ApiError::CrossSite => StatusCode::FORBIDDEN,
-            ApiError::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
-            ApiError::Internal(_) | ApiError::Shard(ShardError::Query { .. }) => {
-                StatusCode::INTERNAL_SERVER_ERROR
-            }
-            ApiError::Shard(ShardError::UnknownShard(_)) => StatusCode::NOT_FOUND,
-            ApiError::ControlUnavailable | ApiError::RequestTimeout(_) | ApiError::Shard(_) => {
-                StatusCode::SERVICE_UNAVAILABLE
-            }
         }
     }
 
