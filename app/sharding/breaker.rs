@@ -143,6 +143,11 @@ impl Breaker {
         self.role
     }
 
+    /// Bound on one check of the server (connect plus a statement).
+    pub fn probe_timeout(&self) -> Duration {
+        self.probe_timeout
+    }
+
     /// Lock-free: the request path asks this on every checkout.
     pub fn is_open(&self) -> bool {
         self.open.load(Ordering::Acquire)

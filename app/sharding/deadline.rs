@@ -6,9 +6,13 @@
 //! bounded by the request's own timeout.
 //!
 //! A connection whose statement was cut off (by the deadline, or because the caller's
-//! future was dropped) is discarded when this is dropped, never returned to the pool: its
-//! server may still be working on the statement, or may be gone. Shard connections and the
-//! directory's lookups both go through it.
+//! future was dropped, as the request timeout does) is discarded when this is dropped,
+//! never returned to the pool, and the server is asked to cancel the statement (a cancel
+//! request on a connection of its own): a server that is merely slow would otherwise keep
+//! working on a statement nobody waits for, and abandoned statements would pile up toward
+//! `max_connections`. A silent server may not hear the request; its `statement_timeout`
+//! (set on every pooled connection) ends the statement when it runs again. Shard
+//! connections and the control database's lookups all go through it.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -99,8 +103,24 @@ impl Drop for DeadlineConn {
         if self.dirty
             && let Some(conn) = self.conn.take()
         {
+            cancel_in_background(conn.cancel_token(), self.breaker.probe_timeout());
             // Out of the pool for good; dropping it closes the socket.
             drop(Object::take(conn));
         }
     }
+}
+
+/// Asks the server to cancel the statement running on the connection `token` is for,
+/// without waiting for it (and giving up after `bound`).
+fn cancel_in_background(token: tokio_postgres::CancelToken, bound: Duration) {
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        return;
+    };
+    runtime.spawn(async move {
+        match tokio::time::timeout(bound, token.cancel_query(tokio_postgres::NoTls)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::debug!(error = %e, "cancel request failed"),
+            Err(_) => tracing::debug!("cancel request not delivered in time"),
+        }
+    });
 }

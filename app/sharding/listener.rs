@@ -98,7 +98,11 @@ struct Session {
 }
 
 impl Session {
-    async fn open(url: &DbUrl, channels: &[&str], connect_timeout: Duration) -> Result<Self, String> {
+    async fn open(
+        url: &DbUrl,
+        channels: &[&str],
+        connect_timeout: Duration,
+    ) -> Result<Self, String> {
         let mut config: tokio_postgres::Config = url
             .expose()
             .parse()
@@ -116,7 +120,10 @@ impl Session {
             while let Some(message) = messages.next().await {
                 match message {
                     Ok(AsyncMessage::Notification(n)) => {
-                        if tx.send((n.channel().to_owned(), n.payload().to_owned())).is_err() {
+                        if tx
+                            .send((n.channel().to_owned(), n.payload().to_owned()))
+                            .is_err()
+                        {
                             return None;
                         }
                     }

@@ -29,12 +29,15 @@
 //! features' own tables (`tenant_moves`, `bookmarks`, `bookmark_search`, …) have none.
 
 pub mod access;
+pub mod answer_cache;
 pub mod breaker;
+pub mod control;
 pub mod cross_shard;
 pub mod db_url;
 pub mod deadline;
 pub mod directory;
 pub mod health;
+pub mod listener;
 pub mod pool;
 pub mod replicas;
 pub mod router;

@@ -7,10 +7,11 @@ use std::time::Duration;
 
 use deadpool::Runtime;
 use deadpool::managed::{Pool, PoolError, Timeouts};
-use diesel_async::AsyncPgConnection;
+use diesel::ConnectionError;
 use diesel_async::pooled_connection::{
     AsyncDieselConnectionManager, ManagerConfig, PoolError as ConnectError, RecyclingMethod,
 };
+use diesel_async::{AsyncConnection, AsyncPgConnection, SimpleAsyncConnection};
 
 use super::db_url::DbUrl;
 use super::topology::Topology;
@@ -38,6 +39,10 @@ pub struct PoolBuildError {
 /// in turn before giving up, several seconds per request. Silence is caught instead by the
 /// query deadline and the circuit breakers ([`super::breaker`]). It also saves a round
 /// trip on every checkout.
+///
+/// Every connection it opens sets `statement_timeout` (`[database] statement_timeout_ms`):
+/// the server's own bound, which also ends a statement whose client went away while the
+/// server was unreachable (a cancel request cannot reach a server that is partitioned).
 pub fn build_pool(
     url: &DbUrl,
     size: u32,
@@ -46,6 +51,20 @@ pub fn build_pool(
 ) -> Result<PgPool, PoolBuildError> {
     let mut config = ManagerConfig::default();
     config.recycling_method = RecyclingMethod::Fast;
+    let set_timeout = format!(
+        "SET statement_timeout = {}",
+        topology.statement_timeout.as_millis()
+    );
+    config.custom_setup = Box::new(move |url| {
+        let set_timeout = set_timeout.clone();
+        Box::pin(async move {
+            let mut conn = AsyncPgConnection::establish(url).await?;
+            conn.batch_execute(&set_timeout)
+                .await
+                .map_err(|e| ConnectionError::BadConnection(e.to_string()))?;
+            Ok(conn)
+        })
+    });
     let manager =
         AsyncDieselConnectionManager::<AsyncPgConnection>::new_with_config(url.expose(), config);
     Pool::builder(manager)

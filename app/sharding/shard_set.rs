@@ -23,11 +23,6 @@ impl ShardId {
     pub fn index(self) -> usize {
         usize::from(self.0)
     }
-
-    #[cfg(test)]
-    pub(crate) fn from_index(i: u16) -> Self {
-        Self(i)
-    }
 }
 
 /// One shard: its configuration, its pools and a circuit breaker for each server.

@@ -22,6 +22,9 @@ const DEFAULT_ACQUIRE_TIMEOUT_MS: u64 = 3_000;
 /// Well under the server's 10 s request timeout, and above the liveness monitor's 1 s
 /// interval, so that a live server always answers a check within one deadline.
 const DEFAULT_QUERY_TIMEOUT_MS: u64 = 2_000;
+/// A little above the default request timeout (10 s), past which no request waits for a
+/// statement: the server's own backstop for a statement the app let go of.
+const DEFAULT_STATEMENT_TIMEOUT_MS: u64 = 11_000;
 pub const DEFAULT_DIRECTORY_CACHE_TTL_MS: u64 = 30_000;
 
 /// `[database]` as written in the file, before validation.
@@ -47,6 +50,9 @@ pub struct RawDatabase {
     /// discarded and the breaker opened). A slow statement on a server that keeps
     /// answering is bounded by the request timeout instead.
     pub query_timeout_ms: Option<u64>,
+    /// `statement_timeout` of every pooled connection: the server cancels a statement that
+    /// runs longer, even one whose client is gone.
+    pub statement_timeout_ms: Option<u64>,
     #[serde(default)]
     pub shards: Vec<RawShard>,
 }
@@ -154,6 +160,7 @@ pub struct Topology {
     pub connect_timeout: Duration,
     pub acquire_timeout: Duration,
     pub query_timeout: Duration,
+    pub statement_timeout: Duration,
     pub shards: Vec<ShardSpec>,
     /// `owner[slot]` is the index into `shards` of the slot's owner.
     owner: Box<[u16]>,
@@ -217,6 +224,12 @@ impl Topology {
             "[database] query_timeout_ms",
             db.query_timeout_ms,
             DEFAULT_QUERY_TIMEOUT_MS,
+            &mut problems,
+        );
+        let statement_timeout = timeout(
+            "[database] statement_timeout_ms",
+            db.statement_timeout_ms,
+            DEFAULT_STATEMENT_TIMEOUT_MS,
             &mut problems,
         );
 
@@ -339,6 +352,7 @@ impl Topology {
             connect_timeout,
             acquire_timeout,
             query_timeout,
+            statement_timeout,
             shards: specs,
             owner,
             pins,

@@ -3,7 +3,7 @@
 //! A row in the control database's `_autumn_shard_directory` table places a tenant on a
 //! shard; tenants without a row fall through to the config pins and then the hash
 //! (directory → pin → hash). Lookups, rows and their absence alike, are cached per process
-//! for a TTL; a background [`listener`] evicts a key the moment its row changes (Postgres
+//! for a TTL; the control [`listener`](super::listener) evicts a key the moment its row changes (Postgres
 //! delivers the trigger's NOTIFY at commit), and flushes everything when it reconnects,
 //! because notifications sent while it was away are lost.
 //!
@@ -13,7 +13,6 @@
 //! pinned tenant to a shard that does not hold its data.
 
 pub mod cache;
-pub mod listener;
 pub mod placement;
 pub mod table;
 
@@ -25,13 +24,15 @@ use quanta::Instant;
 
 use futures::future::BoxFuture;
 
-use super::breaker::{Breaker, Role};
-use super::deadline::{CutOff, DeadlineConn};
+use super::answer_cache::{AnswerCache, Cached};
+use super::breaker::Breaker;
+use super::control::ControlLookups;
+use super::listener::Invalidated;
 use super::pool::PgPool;
 use super::router::{PinRouter, Route, RouteError, RouteVia, ShardRouter};
 use super::shard_set::ShardSet;
 use super::slot::ShardKey;
-use cache::{Cached, Decision, DirectoryCache};
+use cache::{CAPACITY, Decision, DirectoryCache};
 
 /// Cumulative counters, for `/metrics` and `/actuator/metrics`.
 #[derive(Debug, Clone, Copy, Default, serde::Serialize)]
@@ -60,48 +61,41 @@ struct Counters {
 }
 
 /// Routes by the directory, then config pins, then the hash. Share one instance (in an
-/// `Arc`) between the request path and its [`listener`], so both see the same cache.
+/// `Arc`) between the request path and the control [`listener`](super::listener), so both
+/// see the same cache.
 pub struct DirectoryRouter {
-    control: PgPool,
+    control: ControlLookups,
     pins: PinRouter,
     cache: DirectoryCache,
-    lookup_timeout: Duration,
     counters: Counters,
     listener_connected: AtomicBool,
     /// Whether the last directory lookup failed, so failures are logged once, not per request.
     lookups_failing: AtomicBool,
-    /// Bound on one directory statement.
-    query_timeout: Duration,
-    /// The control database's circuit breaker, as the request path sees it.
-    breaker: Arc<Breaker>,
 }
 
 impl DirectoryRouter {
     /// A router over `shards`' topology (pins and cache TTL) reading the directory through
-    /// `control`.
+    /// `control`, with a breaker of its own for the control database.
     pub fn new(control: PgPool, shards: &ShardSet) -> Self {
-        let topology = shards.topology();
+        Self::with_lookups(ControlLookups::new(control, shards.topology()), shards)
+    }
+
+    /// A router reading the directory through `control`, whose breaker it shares with
+    /// whatever else the process looks up there.
+    pub fn with_lookups(control: ControlLookups, shards: &ShardSet) -> Self {
         Self {
             control,
             pins: PinRouter::from_shard_set(shards),
-            cache: DirectoryCache::new(topology.directory_cache_ttl),
-            lookup_timeout: topology.acquire_timeout,
+            cache: AnswerCache::new(shards.topology().directory_cache_ttl, CAPACITY),
             counters: Counters::default(),
             listener_connected: AtomicBool::new(false),
             lookups_failing: AtomicBool::new(false),
-            query_timeout: topology.query_timeout,
-            breaker: Breaker::new(
-                "control database".to_owned(),
-                Role::Control,
-                topology.control_url.clone(),
-                topology.connect_timeout,
-            ),
         }
     }
 
     /// The control database's breaker: for the liveness monitor, health and metrics.
     pub fn breaker(&self) -> &Arc<Breaker> {
-        &self.breaker
+        self.control.breaker()
     }
 
     pub fn ttl(&self) -> Duration {
@@ -128,7 +122,7 @@ impl DirectoryRouter {
     pub fn remember(&self, key: &str, shard_name: Option<&str>, shards: &ShardSet) {
         let decision = self.decide(ShardKey::Str(key), shard_name.map(str::to_owned), shards);
         self.cache
-            .insert(key, decision, Instant::now(), self.cache.epoch());
+            .insert(key.into(), decision, Instant::now(), self.cache.epoch());
     }
 
     /// Forgets `key` (its row changed).
@@ -192,12 +186,11 @@ impl DirectoryRouter {
     /// Asks the control database for `key`'s row, within the lookup timeout. While the
     /// control database's breaker is open, fails at once (cached routes keep serving).
     async fn fetch(&self, key: &str) -> Result<Option<String>, RouteError> {
-        let outcome = if self.breaker.is_open() {
-            Err("circuit open: the control database stopped answering".to_owned())
-        } else {
-            self.lookup(key).await
-        };
-        match outcome {
+        match self
+            .control
+            .run(async |c| table::shard_of(c, key).await)
+            .await
+        {
             Ok(row) => {
                 if self.lookups_failing.swap(false, Ordering::AcqRel) {
                     tracing::info!("directory lookups work again");
@@ -217,20 +210,6 @@ impl DirectoryRouter {
         }
     }
 
-    async fn lookup(&self, key: &str) -> Result<Option<String>, String> {
-        let bound = self.lookup_timeout;
-        let conn = match tokio::time::timeout(bound, self.breaker.checkout(&self.control)).await {
-            Ok(Ok(conn)) => conn,
-            Ok(Err(e)) => return Err(e.to_string()),
-            Err(_) => return Err(format!("no connection within {bound:?}")),
-        };
-        let mut conn = DeadlineConn::new(conn, Arc::clone(&self.breaker), self.query_timeout);
-        conn.within(async |c| table::shard_of(c, key).await)
-            .await
-            .map_err(|CutOff| format!("no answer within {:?}", self.query_timeout))?
-            .map_err(|e| e.to_string())
-    }
-
     async fn route_missed(
         &self,
         key: &str,
@@ -244,7 +223,7 @@ impl DirectoryRouter {
             Ok(row) => {
                 let decision = self.decide(ShardKey::Str(key), row, shards);
                 let result = decision.to_result();
-                self.cache.insert(key, decision, fetched, epoch);
+                self.cache.insert(key.into(), decision, fetched, epoch);
                 result
             }
             Err(unavailable) => match stale {
@@ -255,6 +234,24 @@ impl DirectoryRouter {
                 None => Err(unavailable),
             },
         }
+    }
+}
+
+impl Invalidated for DirectoryRouter {
+    fn channel(&self) -> &'static str {
+        table::CHANNEL
+    }
+
+    fn evict(&self, key: &str) {
+        DirectoryRouter::evict(self, key);
+    }
+
+    fn flush(&self) {
+        DirectoryRouter::flush(self);
+    }
+
+    fn set_listener_connected(&self, connected: bool) {
+        DirectoryRouter::set_listener_connected(self, connected);
     }
 }
 
