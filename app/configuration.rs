@@ -36,7 +36,7 @@ pub struct Settings {
     pub tenancy: TenancySettings,
 }
 
-/// `[tenancy]`: how a request names its tenant.
+/// `[tenancy]`: how a request names its tenant, and how it proves it may act as it.
 #[derive(Debug, Clone)]
 pub struct TenancySettings {
     pub enabled: bool,
@@ -45,7 +45,36 @@ pub struct TenancySettings {
     /// At most this many requests of one tenant in progress at once in one web replica;
     /// more are answered 429 (the per-tenant bulkhead).
     pub max_in_flight_per_tenant: u32,
+    pub auth: AuthMode,
+    /// How long a key lookup (a key, or its absence) is trusted without a notification.
+    pub key_cache_ttl: std::time::Duration,
+    /// How long a signed-in browser stays signed in.
+    pub session_ttl: std::time::Duration,
+    /// Mark the session cookie `Secure` (set it when the site is served over TLS).
+    pub secure_cookies: bool,
 }
+
+/// `[tenancy] auth`: what proves a request may act as its tenant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AuthMode {
+    /// A tenant API key (`Authorization: Bearer bks_…`), or a session signed in with one.
+    ApiKey,
+    /// The tenant header alone: for deployments whose gateway authenticates every request,
+    /// removes any tenant header a client sent and sets its own.
+    TrustedHeader,
+}
+
+impl AuthMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AuthMode::ApiKey => "api_key",
+            AuthMode::TrustedHeader => "trusted_header",
+        }
+    }
+}
+
+pub const DEFAULT_KEY_CACHE_TTL_MS: u64 = 30_000;
+pub const DEFAULT_SESSION_TTL_MINUTES: u64 = 12 * 60;
 
 /// Twice a default shard pool (8): a normal tenant never meets it, and only a tenant whose
 /// requests pile up on an overloaded shard does. It does not stop one tenant from taking a
@@ -69,6 +98,10 @@ struct RawTenancy {
     source: Option<String>,
     header: Option<String>,
     max_in_flight_per_tenant: Option<u32>,
+    auth: Option<String>,
+    key_cache_ttl_ms: Option<u64>,
+    session_ttl_minutes: Option<u64>,
+    secure_cookies: Option<bool>,
 }
 
 /// Why settings could not be loaded: every problem found, ready to print.
@@ -195,10 +228,33 @@ fn validate_tenancy(raw: &RawTenancy, problems: &mut Vec<String>) -> TenancySett
                 .to_owned(),
         );
     }
+    let auth = match raw.auth.as_deref() {
+        None | Some("api_key") => AuthMode::ApiKey,
+        Some("trusted_header") => AuthMode::TrustedHeader,
+        Some(other) => {
+            problems.push(format!(
+                "[tenancy] auth {other:?} is not known; use \"api_key\" (the default) or \
+                 \"trusted_header\" (only behind a gateway that authenticates every request)"
+            ));
+            AuthMode::ApiKey
+        }
+    };
+    let session_ttl_minutes = raw
+        .session_ttl_minutes
+        .unwrap_or(DEFAULT_SESSION_TTL_MINUTES);
+    if session_ttl_minutes == 0 {
+        problems.push("[tenancy] session_ttl_minutes must be at least 1".to_owned());
+    }
     TenancySettings {
         enabled: raw.enabled.unwrap_or(true),
         header,
         max_in_flight_per_tenant,
+        auth,
+        key_cache_ttl: std::time::Duration::from_millis(
+            raw.key_cache_ttl_ms.unwrap_or(DEFAULT_KEY_CACHE_TTL_MS),
+        ),
+        session_ttl: std::time::Duration::from_secs(session_ttl_minutes * 60),
+        secure_cookies: raw.secure_cookies.unwrap_or(false),
     }
 }
 

@@ -59,22 +59,30 @@ impl AdminToken {
         let presented: [u8; 32] = Sha256::digest(presented.as_bytes()).into();
         presented.ct_eq(&self.digest).into()
     }
+
+    /// Whether `headers` present this token (Basic password or Bearer).
+    pub fn presented_in(&self, headers: &axum::http::HeaderMap) -> bool {
+        presented(headers).is_some_and(|p| self.matches(&p))
+    }
 }
 
-/// Middleware: lets a request through only with the token; 401 (with the header that
-/// makes browsers prompt) otherwise. Without a configured token the routes are not even
-/// mounted.
-pub async fn require(State(token): State<AdminToken>, req: Request, next: Next) -> Response {
-    let headers = req.headers();
-    let presented = headers
+/// The token a request presents: the password of HTTP Basic, or a Bearer token.
+fn presented(headers: &axum::http::HeaderMap) -> Option<String> {
+    headers
         .typed_get::<Authorization<Basic>>()
         .map(|a| a.password().to_owned())
         .or_else(|| {
             headers
                 .typed_get::<Authorization<Bearer>>()
                 .map(|a| a.token().to_owned())
-        });
-    match presented {
+        })
+}
+
+/// Middleware: lets a request through only with the token; 401 (with the header that
+/// makes browsers prompt) otherwise. Without a configured token the routes are not even
+/// mounted.
+pub async fn require(State(token): State<AdminToken>, req: Request, next: Next) -> Response {
+    match presented(req.headers()) {
         Some(p) if token.matches(&p) => next.run(req).await,
         Some(_) => {
             tracing::warn!(path = %req.uri().path(), "admin: wrong credentials");

@@ -6,6 +6,7 @@
 use serde::Serialize;
 
 use super::AdminState;
+use super::keys;
 use super::moves::{self, MoveSummary};
 use crate::bookmarks::TENANT_TABLES;
 use crate::sharding::ShardKey;
@@ -15,6 +16,7 @@ use crate::sharding::directory::table;
 use crate::sharding::router::{PinRouter, RouteVia};
 use crate::sharding::tenant_rows;
 use crate::tenancy::TenantId;
+use crate::tenancy::keys::KeyRow;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct RowsOnShard {
@@ -46,6 +48,10 @@ pub struct TenantReport {
     pub moves: Vec<MoveSummary>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub moves_error: Option<String>,
+    /// The tenant's API keys (never the keys themselves).
+    pub keys: Vec<KeyRow>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub keys_error: Option<String>,
     pub shards: Vec<Coverage>,
 }
 
@@ -65,8 +71,12 @@ pub async fn report(state: &AdminState, cross: &CrossShard, tenant: &TenantId) -
         let tenant = owned.clone();
         Box::pin(async move { tenant_rows::count(conn, TENANT_TABLES, &tenant).await })
     });
-    let (directory, counts, moves) =
-        futures::join!(directory, counts, moves::recent(state, Some(key)));
+    let (directory, counts, moves, api_keys) = futures::join!(
+        directory,
+        counts,
+        moves::recent(state, Some(key)),
+        keys::of_tenant(state, tenant)
+    );
 
     let (directory_pin, effective, directory_error) = match directory {
         Ok(row) => {
@@ -123,6 +133,8 @@ pub async fn report(state: &AdminState, cross: &CrossShard, tenant: &TenantId) -
         rows,
         moves,
         moves_error,
+        keys_error: api_keys.as_ref().err().map(|e| e.to_string()),
+        keys: api_keys.unwrap_or_default(),
         shards,
     }
 }

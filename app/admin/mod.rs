@@ -10,6 +10,7 @@
 pub mod auth;
 mod browse;
 mod control;
+mod keys;
 mod lookup;
 mod moves;
 mod overview;
@@ -88,10 +89,20 @@ where
         .route("/admin", get(page::show))
         .route("/admin/pin", post(page::pin))
         .route("/admin/unpin", post(page::unpin))
+        .route("/admin/keys/create", post(keys::form_create))
+        .route("/admin/keys/revoke", post(keys::form_revoke))
         .route("/admin/api/shards", get(api_shards))
         .route("/admin/api/slots", get(api_slots))
         .route("/admin/api/bookmarks", get(api_bookmarks))
         .route("/admin/api/tenants/{key}", get(api_tenant))
+        .route(
+            "/admin/api/tenants/{key}/keys",
+            get(keys::api_list).post(keys::api_create),
+        )
+        .route(
+            "/admin/api/keys/{id}",
+            axum::routing::delete(keys::api_revoke),
+        )
         .route("/admin/api/pins", get(api_pins))
         .route("/admin/api/moves", get(api_moves))
         .route("/admin/api/busiest", get(api_busiest))

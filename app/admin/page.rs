@@ -35,6 +35,16 @@ pub struct PageParams {
     done: Option<String>,
 }
 
+impl PageParams {
+    /// The page looking `tenant` up.
+    pub fn lookup(tenant: String) -> Self {
+        Self {
+            lookup: Some(tenant),
+            ..Self::default()
+        }
+    }
+}
+
 #[derive(Template, WebTemplate)]
 #[template(path = "admin.html")]
 struct AdminPage {
@@ -85,6 +95,22 @@ fn banner_lines(what: &str, coverage: &[Coverage], out: &mut Vec<String>) {
             _ => {}
         }
     }
+}
+
+/// The page again after a form that must not redirect (it shows a new key), looking
+/// `tenant` up, with `notice` on top.
+pub async fn again(
+    state: &AdminState,
+    cross: &CrossShard,
+    jar: CookieJar,
+    tenant: String,
+    csrf: String,
+    status: StatusCode,
+    notice: String,
+) -> Response {
+    let mut page = render(state, cross, csrf, PageParams::lookup(tenant), None).await;
+    page.notice = Some(notice);
+    (status, jar, page).into_response()
 }
 
 /// Renders the whole page for `params`; `placement_error` re-shows a refused form.

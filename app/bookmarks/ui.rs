@@ -1,17 +1,19 @@
-//! The server-rendered HTML UI. Works without JavaScript: browsers cannot set the tenant
-//! header, so the chosen tenant lives in a cookie that the tenancy layer reads when the
-//! header is absent. Every form carries a CSRF token ([`crate::web::csrf`]).
+//! The server-rendered HTML UI. Works without JavaScript: a browser signs in with a tenant
+//! and one of its API keys, and the signed session cookie that sets is what the
+//! authentication layer reads (see `tenancy::session`). Every form carries a CSRF token
+//! ([`crate::web::csrf`]).
 
 use askama::Template;
 use askama_web::WebTemplate;
 use axum::Router;
+use std::sync::Arc;
+
 use axum::extract::{FromRef, FromRequestParts, Query, State};
 use axum::http::StatusCode;
 use axum::http::request::Parts;
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
 use axum_extra::extract::CookieJar;
-use axum_extra::extract::cookie::{Cookie, SameSite};
 use serde::Deserialize;
 use uuid::Uuid;
 
@@ -20,7 +22,10 @@ use super::error::{BookmarkError, BookmarkPath, NO_SUCH_BOOKMARK};
 use super::model::{FieldError, NewBookmarkInput, PatchInput, split_tags};
 use super::store::{self, Listed, StoreError};
 use crate::sharding::access::Shards;
-use crate::tenancy::{self, TENANT_COOKIE, TenantHeader, TenantId};
+use crate::tenancy::TenantId;
+use crate::tenancy::api_key::ApiKey;
+use crate::tenancy::auth::Authenticator;
+use crate::tenancy::key_store::KeyCheck;
 use crate::web::csrf;
 use crate::web::error::ApiError;
 use crate::web::extract::{ShardedDb, Tenant, UiForm};
@@ -30,11 +35,12 @@ pub fn routes<S>() -> Router<S>
 where
     S: Clone + Send + Sync + 'static,
     Shards: FromRef<S>,
-    TenantHeader: FromRef<S>,
+    Arc<Authenticator>: FromRef<S>,
 {
     Router::new()
         .route("/", get(home::<S>))
-        .route("/tenant", get(picker).post(choose_tenant))
+        .route("/signin", get(sign_in_form).post(sign_in))
+        .route("/signout", post(sign_out))
         .route("/bookmarks/new", get(new_form))
         .route("/bookmarks", post(create))
         .route("/bookmarks/{id}/edit", get(edit_form))
@@ -43,8 +49,8 @@ where
 }
 
 #[derive(Template, WebTemplate)]
-#[template(path = "picker.html")]
-struct PickerPage {
+#[template(path = "signin.html")]
+struct SignInPage {
     csrf: String,
     tenant: String,
     error: Option<String>,
@@ -95,11 +101,30 @@ impl FormPage {
 }
 
 #[derive(Deserialize)]
-struct TenantForm {
+struct SignInForm {
     #[serde(default)]
     tenant: String,
     #[serde(default)]
+    key: String,
+    #[serde(default)]
     csrf: String,
+}
+
+/// The signed-in tenant of a page; a browser that is not signed in is sent to sign in.
+struct SignedIn(TenantId);
+
+impl<S: Send + Sync> FromRequestParts<S> for SignedIn {
+    type Rejection = Response;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Response> {
+        match Tenant::from_request_parts(parts, state).await {
+            Ok(Tenant(tenant)) => Ok(SignedIn(tenant)),
+            Err(ApiError::Auth(e)) if e.is_missing_or_wrong() => {
+                Err(Redirect::to("/signin").into_response())
+            }
+            Err(other) => Err(other.into_response()),
+        }
+    }
 }
 
 #[derive(Deserialize)]
@@ -122,7 +147,7 @@ struct CsrfForm {
     csrf: String,
 }
 
-/// The list for the current tenant, or the picker when there is none.
+/// The list for the signed-in tenant, or the sign-in form.
 async fn home<S>(
     mut parts: Parts,
     jar: CookieJar,
@@ -132,24 +157,15 @@ async fn home<S>(
 where
     S: Send + Sync,
     Shards: FromRef<S>,
-    TenantHeader: FromRef<S>,
 {
-    let (jar, csrf) = csrf::token(jar);
-    let header = TenantHeader::from_ref(&state);
-    let tenant = match tenancy::resolve(&parts, header.as_str()) {
-        Ok(t) => t,
-        Err(_) => {
-            return Ok((
-                jar,
-                PickerPage {
-                    csrf,
-                    tenant: String::new(),
-                    error: None,
-                },
-            )
-                .into_response());
+    let tenant = match Tenant::from_request_parts(&mut parts, &state).await {
+        Ok(Tenant(tenant)) => tenant,
+        Err(ApiError::Auth(e)) if e.is_missing_or_wrong() => {
+            return Ok(sign_in_page(jar, String::new(), None, StatusCode::OK));
         }
+        Err(e) => return Err(e),
     };
+    let (jar, csrf) = csrf::token(jar);
     let tag = params.tag.clone().unwrap_or_default();
     let q = params.q.clone().unwrap_or_default();
     let query = params.parse()?;
@@ -172,49 +188,81 @@ where
         .into_response())
 }
 
-async fn picker(jar: CookieJar) -> impl IntoResponse {
+fn sign_in_page(
+    jar: CookieJar,
+    tenant: String,
+    error: Option<String>,
+    status: StatusCode,
+) -> Response {
     let (jar, csrf) = csrf::token(jar);
-    let current = jar
-        .get(TENANT_COOKIE)
-        .map(|c| c.value().to_owned())
-        .unwrap_or_default();
     (
+        status,
         jar,
-        PickerPage {
+        SignInPage {
             csrf,
-            tenant: current,
-            error: None,
+            tenant,
+            error,
         },
     )
+        .into_response()
 }
 
-async fn choose_tenant(
+async fn sign_in_form(jar: CookieJar) -> Response {
+    sign_in_page(jar, String::new(), None, StatusCode::OK)
+}
+
+/// Checks the tenant and key, and on success signs the browser in.
+async fn sign_in(
+    State(auth): State<Arc<Authenticator>>,
     jar: CookieJar,
-    UiForm(form): UiForm<TenantForm>,
+    UiForm(form): UiForm<SignInForm>,
 ) -> Result<Response, ApiError> {
     csrf::check(&jar, &form.csrf)?;
-    match TenantId::parse(form.tenant.trim()) {
-        Ok(tenant) => {
-            let cookie = Cookie::build((TENANT_COOKIE, tenant.to_string()))
-                .path("/")
-                .http_only(true)
-                .same_site(SameSite::Lax)
-                .build();
-            Ok((jar.add(cookie), Redirect::to("/")).into_response())
+    let refused = |jar, why: &str, status| {
+        Ok(sign_in_page(
+            jar,
+            form.tenant.clone(),
+            Some(why.to_owned()),
+            status,
+        ))
+    };
+    let tenant = match TenantId::parse(form.tenant.trim()) {
+        Ok(tenant) => tenant,
+        Err(e) => return refused(jar, &format!("tenant: {e}"), StatusCode::BAD_REQUEST),
+    };
+    let key = match ApiKey::parse(form.key.trim()) {
+        Ok(key) => key,
+        Err(e) => return refused(jar, &format!("key: {e}"), StatusCode::UNAUTHORIZED),
+    };
+    match auth.keys().check(&key).await {
+        KeyCheck::Valid(known) if known.credential.tenant == tenant => {
+            let session = auth.sessions().start(&tenant, &key.digest());
+            Ok((session, Redirect::to("/")).into_response())
         }
-        Err(e) => {
-            let (jar, csrf) = csrf::token(jar);
-            let page = PickerPage {
-                csrf,
-                tenant: form.tenant,
-                error: Some(e.to_string()),
-            };
-            Ok((StatusCode::BAD_REQUEST, jar, page).into_response())
-        }
+        KeyCheck::Unavailable => refused(
+            jar,
+            "the control database is unreachable, so the key cannot be checked; try again later",
+            StatusCode::SERVICE_UNAVAILABLE,
+        ),
+        // One answer for every mismatch, so the form does not tell which part was wrong.
+        _ => refused(
+            jar,
+            "that key does not sign in as that tenant (or it has been revoked)",
+            StatusCode::UNAUTHORIZED,
+        ),
     }
 }
 
-async fn new_form(Tenant(tenant): Tenant, jar: CookieJar) -> impl IntoResponse {
+async fn sign_out(
+    State(auth): State<Arc<Authenticator>>,
+    jar: CookieJar,
+    UiForm(form): UiForm<CsrfForm>,
+) -> Result<Response, ApiError> {
+    csrf::check(&jar, &form.csrf)?;
+    Ok((auth.sessions().end(jar), Redirect::to("/signin")).into_response())
+}
+
+async fn new_form(SignedIn(tenant): SignedIn, jar: CookieJar) -> impl IntoResponse {
     let (jar, csrf) = csrf::token(jar);
     (
         jar,
@@ -288,7 +336,7 @@ fn form_failure(page: FormPage, err: FormFailure) -> Response {
 }
 
 async fn create(
-    Tenant(tenant): Tenant,
+    SignedIn(tenant): SignedIn,
     jar: CookieJar,
     mut db: ShardedDb,
     UiForm(form): UiForm<BookmarkForm>,
@@ -315,7 +363,7 @@ async fn create(
 }
 
 async fn edit_form(
-    Tenant(tenant): Tenant,
+    SignedIn(tenant): SignedIn,
     jar: CookieJar,
     mut db: ShardedDb,
     BookmarkPath(id): BookmarkPath<Uuid>,
@@ -339,7 +387,7 @@ async fn edit_form(
 }
 
 async fn update(
-    Tenant(tenant): Tenant,
+    SignedIn(tenant): SignedIn,
     jar: CookieJar,
     mut db: ShardedDb,
     BookmarkPath(id): BookmarkPath<Uuid>,
@@ -368,7 +416,7 @@ async fn update(
 }
 
 async fn delete(
-    Tenant(tenant): Tenant,
+    SignedIn(tenant): SignedIn,
     jar: CookieJar,
     mut db: ShardedDb,
     BookmarkPath(id): BookmarkPath<Uuid>,

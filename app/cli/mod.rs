@@ -5,6 +5,7 @@
 
 mod check_config;
 mod jobs;
+mod keys;
 mod migrate;
 mod placement;
 mod route;
@@ -53,6 +54,9 @@ pub enum Command {
     /// Inspect and drive the job queue on the control database.
     #[command(subcommand)]
     Jobs(jobs::JobsCommand),
+    /// Create, list and revoke tenants' API keys.
+    #[command(subcommand)]
+    Keys(keys::KeysCommand),
 }
 
 pub const EXIT_CONFIG: u8 = 2;
@@ -84,6 +88,9 @@ pub fn main() -> ExitCode {
         }),
         Command::Jobs(command) => {
             with_settings(&cli.config.path, |s| block_on(false, jobs::run(s, command)))
+        }
+        Command::Keys(command) => {
+            with_settings(&cli.config.path, |s| block_on(false, keys::run(s, command)))
         }
     }
 }

@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use crate::admin::AdminToken;
 use crate::configuration::Settings;
 use crate::startup::{Application, ServeOptions};
+use crate::tenancy::session::MIN_SECRET_BYTES;
 
 #[derive(Debug, clap::Args)]
 pub struct ServeArgs {
@@ -22,10 +23,54 @@ pub struct ServeArgs {
     /// empty leaves the admin page off.
     #[arg(long, env = "ADMIN_TOKEN", hide_env_values = true, default_value = "")]
     pub admin_token: String,
+    /// Requests this replica works on at once, at most; more are answered 503 at once.
+    #[arg(long, env = "MAX_IN_FLIGHT", default_value_t = crate::startup::DEFAULT_MAX_IN_FLIGHT)]
+    pub max_in_flight: usize,
+    /// Signs the UI's session cookies (at least 32 bytes; the same on every replica). Unset:
+    /// a random secret of this process's own.
+    #[arg(
+        long,
+        env = "SESSION_SECRET",
+        hide_env_values = true,
+        default_value = ""
+    )]
+    pub session_secret: String,
+}
+
+/// Values published in the repository (`.env`), which anyone can read: they are refused
+/// unless development mode (`AUTUMN_ENV=development`) is on.
+const PUBLIC_DEVELOPMENT_VALUES: [(&str, &str); 2] = [
+    ("ADMIN_TOKEN", "dev-admin-token-change-me"),
+    (
+        "SESSION_SECRET",
+        "dev-session-secret-change-me-0123456789abcdef",
+    ),
+];
+
+/// Refuses a secret whose value is the repository's public development value, unless
+/// development mode is on.
+fn refuse_public_value(name: &str, value: &str, development: bool) -> Result<(), String> {
+    let public = PUBLIC_DEVELOPMENT_VALUES
+        .iter()
+        .any(|(n, v)| *n == name && *v == value);
+    if public && !development {
+        return Err(format!(
+            "{name} is the development value published in the repository's .env, which \
+             anyone can read: set your own (e.g. {name}=$(openssl rand -hex 32)), or set \
+             AUTUMN_ENV=development to run the development stack as it is"
+        ));
+    }
+    Ok(())
 }
 
 pub async fn run(settings: Settings, args: ServeArgs) -> ExitCode {
     let development = std::env::var("AUTUMN_ENV").as_deref() == Ok("development");
+    let refused = refuse_public_value("ADMIN_TOKEN", &args.admin_token, development)
+        .and_then(|()| refuse_public_value("SESSION_SECRET", &args.session_secret, development));
+    if let Err(why) = refused {
+        eprintln!("error: {why}");
+        return ExitCode::from(super::EXIT_CONFIG);
+    }
     let admin_token = match AdminToken::from_env_value(&args.admin_token) {
         Ok(token) => token,
         Err(e) => {
@@ -33,8 +78,18 @@ pub async fn run(settings: Settings, args: ServeArgs) -> ExitCode {
             return ExitCode::from(super::EXIT_CONFIG);
         }
     };
+    let session_secret = match args.session_secret.len() {
+        0 => None,
+        n if n < MIN_SECRET_BYTES => {
+            eprintln!("error: SESSION_SECRET is {n} bytes long; use at least {MIN_SECRET_BYTES}");
+            return ExitCode::from(super::EXIT_CONFIG);
+        }
+        _ => Some(args.session_secret.into_bytes()),
+    };
     let options = ServeOptions {
         admin_token,
+        session_secret,
+        max_in_flight: args.max_in_flight.max(1),
         bind: args.bind,
         instance_name: args.instance_name,
         migrate: args.migrate || development,

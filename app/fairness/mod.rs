@@ -17,19 +17,21 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use tower::Service;
 
-use crate::tenancy::{self, TenantHeader};
 use crate::web::around::{Answer, Around};
 use crate::web::error::{ApiError, Reply};
-use crate::web::extract::{RequestFacts, remember_tenant};
+use crate::web::extract::{RequestFacts, Tenant};
 use crate::web::metrics::MetricSource;
 use bulkhead::Bulkhead;
 use busiest::{Busiest, Outcome};
 
-/// This process's bulkhead and busiest-tenant summary; cheap to clone (handlers' state).
+/// This process's bulkhead and busiest-tenant summary. One `Arc`: handlers' state, and the
+/// bulkhead layer that the router clones for every request.
 #[derive(Clone)]
-pub struct Fairness {
+pub struct Fairness(Arc<Parts>);
+
+struct Parts {
     bulkhead: Arc<Bulkhead>,
-    busiest: Arc<Busiest>,
+    busiest: Busiest,
 }
 
 /// Why the fairness layer refused a request.
@@ -60,21 +62,21 @@ impl From<FairnessError> for ApiError {
 
 impl Fairness {
     pub fn new(max_in_flight_per_tenant: u32) -> Self {
-        Self {
+        Self(Arc::new(Parts {
             bulkhead: Bulkhead::new(max_in_flight_per_tenant),
-            busiest: Arc::new(Busiest::new()),
-        }
+            busiest: Busiest::new(),
+        }))
     }
 
     /// At most this many requests of one tenant run at once in this process.
     pub fn limit(&self) -> u32 {
-        self.bulkhead.limit()
+        self.0.bulkhead.limit()
     }
 
     /// The busiest tenants and, for those that dominate a shard, where they would go, given
     /// every configured shard's name.
     pub fn report(&self, shard_names: &[&str]) -> (busiest::BusiestReport, Vec<advice::Advice>) {
-        let report = self.busiest.report();
+        let report = self.0.busiest.report();
         let advice = advice::advise(&report, shard_names);
         (report, advice)
     }
@@ -83,7 +85,7 @@ impl Fairness {
     /// tenants), never a label per tenant ever seen. Rendered at scrape time so that a tenant
     /// that drops out of the top leaves no series behind.
     pub fn prometheus_text(&self, out: &mut String) {
-        let report = self.busiest.report();
+        let report = self.0.busiest.report();
         let mut family = |name: &str, help: &str, value: &dyn Fn(&busiest::TenantLoad) -> f64| {
             let _ = writeln!(out, "# HELP {name} {help}");
             let _ = writeln!(out, "# TYPE {name} gauge");
@@ -126,47 +128,42 @@ impl MetricSource for Fairness {
     fn prometheus_text(&self, out: &mut String) {
         Fairness::prometheus_text(self, out);
     }
+
+    fn names_tenants(&self) -> bool {
+        true
+    }
 }
 
-/// Wraps the tenant routes: admits each request through its tenant's bulkhead (or answers
-/// 429) and records the outcome for the busiest-tenant summary. Requests without a valid
-/// tenant pass untouched; the handler answers them with its own 400.
-/// As a layer: `AroundLayer(Admission::new(fairness, header))`.
-/// One `Arc`: the router clones its layers for every request.
+/// Wraps the tenant routes, inside their authentication: admits each request through its
+/// tenant's bulkhead (or answers 429) and records the outcome for the busiest-tenant
+/// summary. Requests without a proven tenant pass untouched; the handler answers them with
+/// the reason. As a layer: `AroundLayer(Admission::new(fairness))`.
 #[derive(Clone)]
-pub struct Admission(Arc<Admitting>);
-
-struct Admitting {
-    fairness: Fairness,
-    header: TenantHeader,
-}
+pub struct Admission(Fairness);
 
 impl Admission {
-    pub fn new(fairness: Fairness, header: TenantHeader) -> Self {
-        Self(Arc::new(Admitting { fairness, header }))
+    pub fn new(fairness: Fairness) -> Self {
+        Self(fairness)
     }
 }
 
 impl Around for Admission {
-    fn around<S>(&self, inner: &mut S, request: Request) -> Answer
+    fn around<S>(&self, inner: &mut S, mut request: Request) -> Answer
     where
-        S: Service<Request, Response = Response, Error = Infallible>,
+        S: Service<Request, Response = Response, Error = Infallible> + Clone + Send + 'static,
         S::Future: Send + 'static,
     {
-        let (parts, body) = request.into_parts();
-        let Ok(tenant) = tenancy::resolve(&parts, self.0.header.as_str()) else {
-            // The handler's extractor answers with the precise error.
-            return Box::pin(inner.call(Request::from_parts(parts, body)));
+        // The authentication layer in front proved the tenant; without one the handler
+        // answers with the precise error.
+        let Some(Tenant(tenant)) = request.extensions().get::<Tenant>().cloned() else {
+            return Box::pin(inner.call(request));
         };
-        let mut request = Request::from_parts(parts, body);
-        // Facts first, so that the tenant is kept in them even without an outer layer.
         let facts = RequestFacts::of(&mut request);
-        remember_tenant(request.extensions_mut(), &tenant);
-        let fairness = &self.0.fairness;
+        let fairness = &self.0;
         let started = Instant::now();
-        let Some(permit) = fairness.bulkhead.try_enter(&tenant) else {
+        let Some(permit) = fairness.0.bulkhead.try_enter(&tenant) else {
             metrics::counter!("tenant_bulkhead_rejections_total").increment(1);
-            fairness.busiest.record(
+            fairness.0.busiest.record(
                 &tenant,
                 Outcome {
                     shard: None,
@@ -175,16 +172,16 @@ impl Around for Admission {
                 },
             );
             let busy = ApiError::from(FairnessError::TenantBusy {
-                limit: fairness.bulkhead.limit(),
+                limit: fairness.0.bulkhead.limit(),
             });
             return Box::pin(std::future::ready(Ok(busy.into_response())));
         };
         let answer = inner.call(request);
-        let busiest = Arc::clone(&fairness.busiest);
+        let fairness = fairness.clone();
         Box::pin(async move {
             let answer = answer.await;
             drop(permit);
-            busiest.record(
+            fairness.0.busiest.record(
                 &tenant,
                 Outcome {
                     shard: facts.shard(),

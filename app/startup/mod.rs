@@ -14,24 +14,32 @@ use anyhow::Context;
 use tokio::net::TcpListener;
 
 use crate::admin::{self, AdminState, AdminToken, ControlDb};
-use crate::configuration::Settings;
+use crate::configuration::{AuthMode, Settings};
 use crate::fairness::Fairness;
 use crate::jobs::worker::{self, JobCounts, WorkerOptions};
 use crate::migrate::{self, Kind, TargetFilter};
 use crate::search::reindexer::{self, IndexStates, ReindexOptions};
 use crate::sharding::access::Shards;
 use crate::sharding::breaker::spawn_liveness_monitor;
+use crate::sharding::control::ControlLookups;
 use crate::sharding::cross_shard::CrossShard;
-use crate::sharding::directory::listener;
 use crate::sharding::health::spawn_replica_monitor;
+use crate::sharding::listener::{self, Invalidated};
 use crate::sharding::pool::{PgPool, build_pool};
 use crate::sharding::replicas::ReplicaStates;
 use crate::sharding::{DirectoryRouter, PinRouter, ShardRouter, ShardSet};
 use crate::tenancy::TenantHeader;
+use crate::tenancy::auth::Authenticator;
+use crate::tenancy::key_store::KeyStore;
+use crate::tenancy::session::Sessions;
 use crate::web::health::Readiness;
 use crate::web::metrics::{MetricSource, Metrics, ShardMetrics};
 use crate::web::{HttpService, InstanceName};
 pub use state::AppState;
+
+/// Far more than the pools can serve at once (each request beyond them waits in a pool's
+/// queue), and a bound on what a flood can pile up.
+pub const DEFAULT_MAX_IN_FLIGHT: usize = 1024;
 
 /// How the server is run (as opposed to what it talks to, which is [`Settings`]).
 #[derive(Debug, Clone)]
@@ -46,6 +54,8 @@ pub struct ServeOptions {
     pub shard_timeout: Duration,
     /// Bound on a whole request.
     pub request_timeout: Duration,
+    /// Requests this process works on at once, at most; more are answered 503 at once.
+    pub max_in_flight: usize,
     /// How often replica readiness is re-checked in the background.
     pub replica_check_interval: Duration,
     /// How often every database server's liveness is checked, so that a server that goes
@@ -53,6 +63,9 @@ pub struct ServeOptions {
     pub liveness_interval: Duration,
     /// Mounts the admin page, for whoever presents this token.
     pub admin_token: Option<AdminToken>,
+    /// Signs the UI's session cookies; every replica behind one site needs the same. `None`:
+    /// a random secret of this process's own (sessions then work on this process only).
+    pub session_secret: Option<Vec<u8>>,
     /// Run the background work (a reindexer per shard, a job worker) in this process.
     pub background: bool,
     pub reindex: ReindexOptions,
@@ -67,9 +80,11 @@ impl Default for ServeOptions {
             migrate: false,
             shard_timeout: Duration::from_millis(1500),
             request_timeout: Duration::from_secs(10),
+            max_in_flight: DEFAULT_MAX_IN_FLIGHT,
             replica_check_interval: Duration::from_secs(2),
             liveness_interval: Duration::from_secs(1),
             admin_token: None,
+            session_secret: None,
             background: true,
             reindex: ReindexOptions::default(),
             jobs: WorkerOptions::default(),
@@ -90,6 +105,7 @@ pub struct Application {
 /// What the tasks beside the requests work on.
 struct Background {
     shards: Shards,
+    authenticator: Arc<Authenticator>,
     metrics: ShardMetrics,
     control: PgPool,
     directory: Option<Arc<DirectoryRouter>>,
@@ -118,11 +134,17 @@ impl Application {
             &topology,
             "control",
         )?;
-        // One directory router shared by the request path and its listener (spawned in
-        // `run_until`), so invalidations reach the cache that routes.
+        // One breaker for the control database, shared by everything the request path asks
+        // there.
+        let lookups = ControlLookups::new(control.clone(), &topology);
+        // One directory router and one key store shared by the request path and the control
+        // listener (spawned in `run_until`), so invalidations reach the caches that serve.
         let directory = topology
             .directory_router
-            .then(|| Arc::new(DirectoryRouter::new(control.clone(), &set)));
+            .then(|| Arc::new(DirectoryRouter::with_lookups(lookups.clone(), &set)));
+        let authenticator = Arc::new(authenticator(&settings, &options, lookups.clone())?);
+        let reads_control = directory.is_some() || authenticator.mode() == AuthMode::ApiKey;
+        let control_breaker = reads_control.then(|| Arc::clone(lookups.breaker()));
         let router: Arc<dyn ShardRouter> = match &directory {
             Some(directory) => directory.clone(),
             None => Arc::new(PinRouter::from_shard_set(&set)),
@@ -138,6 +160,7 @@ impl Application {
         let shard_metrics = || ShardMetrics {
             shards: shards.clone(),
             control: control.clone(),
+            control_breaker: control_breaker.clone(),
             directory: directory.clone(),
         };
         let metrics = Metrics::new(
@@ -148,6 +171,7 @@ impl Application {
                 jobs.clone() as Arc<dyn MetricSource>,
                 Arc::new(fairness.clone()) as Arc<dyn MetricSource>,
             ],
+            sees_tenants(options.admin_token.clone()),
         );
         let admin = options.admin_token.clone().map(|token| {
             AdminState::new(admin::Sources {
@@ -174,21 +198,23 @@ impl Application {
             ),
             shards: shards.clone(),
             cross,
-            tenant_header: TenantHeader::new(&settings.tenancy.header),
+            authenticator: authenticator.clone(),
             fairness,
             metrics,
             instance: instance.clone(),
+            stats: Default::default(),
             admin,
         });
         let listener = TcpListener::bind(options.bind)
             .await
             .with_context(|| format!("cannot bind {}", options.bind))?;
-        let router = state.router(options.request_timeout);
+        let router = state.router(options.request_timeout, options.max_in_flight);
         Ok(Self {
             listener,
             router,
             background: Background {
                 metrics: shard_metrics(),
+                authenticator,
                 shards,
                 control,
                 directory,
@@ -234,10 +260,17 @@ impl Application {
             spawn_liveness_monitor(breakers, self.liveness_interval),
             self.state.parts().metrics.spawn_upkeep(),
         ];
+        let mut invalidated: Vec<Arc<dyn Invalidated>> = Vec::new();
         if let Some(router) = b.directory.clone() {
+            invalidated.push(router);
+        }
+        if b.authenticator.mode() == AuthMode::ApiKey {
+            invalidated.push(b.authenticator.keys().clone());
+        }
+        if !invalidated.is_empty() {
             let topology = b.shards.set().topology();
             tasks.push(listener::spawn(
-                router,
+                invalidated,
                 topology.control_url.clone(),
                 topology.connect_timeout,
             ));
@@ -295,4 +328,47 @@ impl Application {
         tracing::info!("stopped");
         result
     }
+}
+
+/// How this process checks who may act as a tenant (`[tenancy] auth`).
+fn authenticator(
+    settings: &Settings,
+    options: &ServeOptions,
+    lookups: ControlLookups,
+) -> anyhow::Result<Authenticator> {
+    let tenancy = &settings.tenancy;
+    let sessions = match &options.session_secret {
+        Some(secret) => Sessions::new(secret, tenancy.session_ttl, tenancy.secure_cookies)?,
+        None => {
+            if tenancy.auth == AuthMode::ApiKey {
+                tracing::warn!(
+                    "SESSION_SECRET is not set: the UI's sessions are signed with a secret of \
+                     this process's own, so they end when it restarts and work on no other \
+                     replica; set the same SESSION_SECRET on every replica"
+                );
+            }
+            Sessions::ephemeral(tenancy.session_ttl, tenancy.secure_cookies)
+        }
+    };
+    if tenancy.auth == AuthMode::TrustedHeader {
+        tracing::warn!(
+            header = %tenancy.header,
+            "[tenancy] auth = \"trusted_header\": whoever can reach this server can act as \
+             any tenant by naming it in the header; run it only behind a gateway that \
+             authenticates every request, removes any such header a client sent and sets its own"
+        );
+    }
+    let keys = Arc::new(KeyStore::new(lookups, tenancy.key_cache_ttl));
+    Ok(Authenticator::new(
+        tenancy.auth,
+        TenantHeader::new(&tenancy.header),
+        keys,
+        sessions,
+    ))
+}
+
+/// Series that name tenants go only to a scrape presenting the admin token (`Authorization:
+/// Bearer`); without an admin token, to nobody.
+fn sees_tenants(token: Option<AdminToken>) -> crate::web::metrics::SeesTenants {
+    Arc::new(move |headers| token.as_ref().is_some_and(|t| t.presented_in(headers)))
 }

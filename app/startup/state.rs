@@ -15,11 +15,13 @@ use axum::extract::FromRef;
 
 use crate::admin::{self, AdminState};
 use crate::bookmarks;
+use crate::bookmarks::stats::StatsCache;
 use crate::fairness::{Admission, Fairness};
 use crate::sharding::access::Shards;
 use crate::sharding::cross_shard::CrossShard;
-use crate::tenancy::TenantHeader;
+use crate::tenancy::auth::Authenticator;
 use crate::web::around::AroundLayer;
+use crate::web::authenticate::Authenticate;
 use crate::web::health::{self, Readiness};
 use crate::web::metrics::{self, Metrics};
 use crate::web::{self, HttpService, InstanceName};
@@ -32,11 +34,12 @@ pub struct AppState(Arc<Parts>);
 pub(super) struct Parts {
     pub(super) shards: Shards,
     pub(super) cross: CrossShard,
-    pub(super) tenant_header: TenantHeader,
+    pub(super) authenticator: Arc<Authenticator>,
     pub(super) fairness: Fairness,
     pub(super) readiness: Readiness,
     pub(super) metrics: Metrics,
     pub(super) instance: InstanceName,
+    pub(super) stats: StatsCache,
     /// The admin page's state, when it is mounted (`ADMIN_TOKEN`); its routes carry it.
     pub(super) admin: Option<AdminState>,
 }
@@ -50,14 +53,21 @@ impl AppState {
         &self.0
     }
 
-    /// Every route of the app, behind the layers every request passes.
-    pub fn router(&self, request_timeout: Duration) -> HttpService {
+    /// `routes` as a tenant's own: each request proves its tenant first (the
+    /// authentication layer), then passes that tenant's bulkhead. Admin, stats, health and
+    /// metrics routes do neither.
+    pub fn tenant_routes(&self, routes: Router<AppState>) -> Router<AppState> {
         let me = self.parts();
-        // The tenant's own routes pass its bulkhead; admin, stats, health and metrics do not.
-        let admission = Admission::new(me.fairness.clone(), me.tenant_header.clone());
-        let tenant_routes = bookmarks::router().route_layer(AroundLayer(admission));
+        routes
+            .route_layer(AroundLayer(Admission::new(me.fairness.clone())))
+            .route_layer(AroundLayer(Authenticate::new(me.authenticator.clone())))
+    }
+
+    /// Every route of the app, behind the layers every request passes.
+    pub fn router(&self, request_timeout: Duration, max_in_flight: usize) -> HttpService {
+        let me = self.parts();
         let mut routes = Router::new()
-            .merge(tenant_routes)
+            .merge(self.tenant_routes(bookmarks::router()))
             .merge(bookmarks::stats::routes())
             .merge(health::routes())
             .merge(metrics::routes());
@@ -68,6 +78,7 @@ impl AppState {
             routes.with_state(self.clone()),
             &me.instance,
             request_timeout,
+            max_in_flight,
         )
     }
 }
@@ -86,9 +97,10 @@ macro_rules! parts_by_type {
 parts_by_type! {
     shards: Shards,
     cross: CrossShard,
-    tenant_header: TenantHeader,
+    authenticator: Arc<Authenticator>,
     fairness: Fairness,
     readiness: Readiness,
     metrics: Metrics,
     instance: InstanceName,
+    stats: StatsCache,
 }

@@ -1,18 +1,22 @@
-//! Tenants: the `TenantId` type and how a request names its tenant.
+//! Tenants: the `TenantId` type, how a request names its tenant, and what proves it may
+//! act as that tenant ([`auth`]: API keys and signed-in browsers).
 //!
-//! Resolution order: a [`ShardKeyOverride`] request extension (set by trusted middleware
-//! or admin tooling), then the [`CURRENT_TENANT`] task-local (background jobs), then the
-//! configured header, then the UI's tenant cookie (browsers cannot set headers). The header
-//! wins over the cookie so API clients are never surprised by a stale browser choice.
+//! Naming order: a [`ShardKeyOverride`] request extension (set by trusted middleware or
+//! admin tooling), then the [`CURRENT_TENANT`] task-local (background jobs), then the
+//! configured header. Naming is not proof: with `auth = "api_key"` the key decides, and
+//! the header must agree with it.
+
+pub mod api_key;
+pub mod auth;
+pub mod key_store;
+pub mod keys;
+pub mod session;
 
 use std::fmt;
 use std::sync::Arc;
 
 use axum::http::request::Parts;
-use axum_extra::extract::CookieJar;
 
-/// The cookie the HTML UI keeps the chosen tenant in.
-pub const TENANT_COOKIE: &str = "tenant";
 const MAX_LEN: usize = 64;
 
 tokio::task_local! {
@@ -104,7 +108,8 @@ pub enum TenantError {
     },
 }
 
-/// Finds the request's tenant, in the documented order.
+/// Finds the tenant a request names, in the documented order (this proves nothing: see
+/// [`auth`]).
 pub fn resolve(parts: &Parts, header: &str) -> Result<TenantId, TenantError> {
     if let Some(ShardKeyOverride(tenant)) = parts.extensions.get::<ShardKeyOverride>() {
         return Ok(tenant.clone());
@@ -112,24 +117,27 @@ pub fn resolve(parts: &Parts, header: &str) -> Result<TenantId, TenantError> {
     if let Ok(tenant) = CURRENT_TENANT.try_with(Clone::clone) {
         return Ok(tenant);
     }
+    from_header(parts, header)
+}
+
+/// The tenant the header names; missing is an error.
+pub fn from_header(parts: &Parts, header: &str) -> Result<TenantId, TenantError> {
+    named_in_header(parts, header)?.ok_or_else(|| TenantError::Missing {
+        header: header.to_owned(),
+    })
+}
+
+/// The tenant the header names, if the request sends the header.
+pub fn named_in_header(parts: &Parts, header: &str) -> Result<Option<TenantId>, TenantError> {
+    let Some(value) = parts.headers.get(header) else {
+        return Ok(None);
+    };
     let invalid = |reason| TenantError::Invalid {
         header: header.to_owned(),
         reason,
     };
-    if let Some(value) = parts.headers.get(header) {
-        let text = value
-            .to_str()
-            .map_err(|_| invalid(TenantIdError::BadCharacter('\u{fffd}')))?;
-        return TenantId::parse(text).map_err(invalid);
-    }
-    let jar = CookieJar::from_headers(&parts.headers);
-    if let Some(tenant) = jar
-        .get(TENANT_COOKIE)
-        .and_then(|c| TenantId::parse(c.value()).ok())
-    {
-        return Ok(tenant);
-    }
-    Err(TenantError::Missing {
-        header: header.to_owned(),
-    })
+    let text = value
+        .to_str()
+        .map_err(|_| invalid(TenantIdError::BadCharacter('\u{fffd}')))?;
+    TenantId::parse(text).map(Some).map_err(invalid)
 }

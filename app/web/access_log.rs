@@ -46,7 +46,7 @@ pub struct AccessLog;
 impl Around for AccessLog {
     fn around<S>(&self, inner: &mut S, mut request: Request) -> Answer
     where
-        S: Service<Request, Response = Response, Error = Infallible>,
+        S: Service<Request, Response = Response, Error = Infallible> + Clone + Send + 'static,
         S::Future: Send + 'static,
     {
         let started = Instant::now();

@@ -1,5 +1,6 @@
 //! The shape shared by the request path's own layers (access log, request timeout, request
-//! metrics, tenant bulkhead): something that wraps one call of the service inside it.
+//! metrics, authentication, tenant bulkhead): something that wraps one call of the service
+//! inside it.
 //!
 //! They are services rather than `middleware::from_fn`, which clones the inner service,
 //! boxes it into a `Next` and boxes a larger future on every request; that plumbing cost
@@ -18,10 +19,12 @@ pub type Answer = BoxFuture<'static, Result<Response, Infallible>>;
 
 /// One layer's work around a call.
 pub trait Around: Clone + Send + Sync + 'static {
-    /// Serves `request` with `inner`, which has been polled ready.
+    /// Serves `request` with `inner`, which has been polled ready. A layer that must await
+    /// something before calling it takes it out with `std::mem::replace(inner,
+    /// inner.clone())`, so that the ready one is what is called.
     fn around<S>(&self, inner: &mut S, request: Request) -> Answer
     where
-        S: Service<Request, Response = Response, Error = Infallible>,
+        S: Service<Request, Response = Response, Error = Infallible> + Clone + Send + 'static,
         S::Future: Send + 'static;
 }
 
@@ -49,7 +52,7 @@ pub struct Wrapped<A, S> {
 impl<A, S> Service<Request> for Wrapped<A, S>
 where
     A: Around,
-    S: Service<Request, Response = Response, Error = Infallible>,
+    S: Service<Request, Response = Response, Error = Infallible> + Clone + Send + 'static,
     S::Future: Send + 'static,
 {
     type Response = Response;

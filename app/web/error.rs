@@ -21,6 +21,7 @@ use super::BODY_LIMIT_BYTES;
 use crate::sharding::RouteError;
 use crate::sharding::access::ShardError;
 use crate::tenancy::TenantError;
+use crate::tenancy::auth::AuthError;
 use crate::web::access_log::Cause;
 
 /// What a 503 tells clients to wait: about one connect timeout, after which a shard or the
@@ -31,6 +32,8 @@ const RETRY_AFTER_SECONDS: u32 = 2;
 pub enum ApiError {
     #[error(transparent)]
     Tenant(#[from] TenantError),
+    #[error(transparent)]
+    Auth(#[from] AuthError),
     #[error("{message}")]
     BadRequest { code: &'static str, message: String },
     #[error("{0}")]
@@ -146,12 +149,8 @@ impl ApiError {
         let message = self.to_string();
         match self {
             ApiError::Feature(reply) => *reply,
-            ApiError::Tenant(TenantError::Missing { .. }) => {
-                Reply::new(S::BAD_REQUEST, "missing_tenant", message)
-            }
-            ApiError::Tenant(TenantError::Invalid { .. }) => {
-                Reply::new(S::BAD_REQUEST, "invalid_tenant", message)
-            }
+            ApiError::Tenant(e) | ApiError::Auth(AuthError::Tenant(e)) => tenant_reply(&e),
+            ApiError::Auth(e) => auth_reply(e),
             ApiError::BadRequest { code, message } => Reply::new(S::BAD_REQUEST, code, message),
             ApiError::NotFound(_) => Reply::new(S::NOT_FOUND, "not_found", message),
             ApiError::PayloadTooLarge { .. } => {
@@ -200,6 +199,61 @@ impl ApiError {
                 message: r.body_text(),
             },
         }
+    }
+}
+
+fn tenant_reply(e: &TenantError) -> Reply {
+    let code = match e {
+        TenantError::Missing { .. } => "missing_tenant",
+        TenantError::Invalid { .. } => "invalid_tenant",
+    };
+    Reply::new(StatusCode::BAD_REQUEST, code, e.to_string())
+}
+
+/// How a request that may not act as a tenant is answered: 401 with the `WWW-Authenticate`
+/// challenge (RFC 6750) when the proof is missing or wrong, 403 when a valid key names
+/// another tenant than the header, 503 when the proof cannot be checked now.
+fn auth_reply(e: AuthError) -> Reply {
+    let challenge =
+        |value: &'static str| (header::WWW_AUTHENTICATE, HeaderValue::from_static(value));
+    let (status, code, challenge) = match &e {
+        AuthError::MissingCredentials => (
+            StatusCode::UNAUTHORIZED,
+            "missing_credentials",
+            Some(challenge("Bearer")),
+        ),
+        AuthError::MalformedAuthorization => (
+            StatusCode::UNAUTHORIZED,
+            "invalid_authorization",
+            Some(challenge("Bearer error=\"invalid_request\"")),
+        ),
+        AuthError::KeyFormat(_) | AuthError::InvalidKey => (
+            StatusCode::UNAUTHORIZED,
+            "invalid_api_key",
+            Some(challenge("Bearer error=\"invalid_token\"")),
+        ),
+        AuthError::Session(_) | AuthError::SessionRevoked => (
+            StatusCode::UNAUTHORIZED,
+            "invalid_session",
+            Some(challenge("Bearer")),
+        ),
+        AuthError::TenantMismatch { .. } => (StatusCode::FORBIDDEN, "tenant_mismatch", None),
+        AuthError::Unavailable => {
+            let message = e.to_string();
+            return Reply::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "auth_unavailable",
+                message.clone(),
+            )
+            .detail("database", "control")
+            .cause(Level::WARN, "API key cannot be checked", message);
+        }
+        AuthError::Tenant(e) => return tenant_reply(e),
+    };
+    let reply = Reply::new(status, code, e.to_string());
+    match challenge {
+        Some((name, value)) => reply.header(name, value),
+        None => reply,
     }
 }
 

@@ -1,9 +1,10 @@
 //! Request extractors: `Tenant`, `ShardedDb`, `ShardedReadDb`, `Shards` and `CrossShard`, and
 //! the body/query/path extractors whose rejections are API errors.
 //!
-//! Handlers name what they need and never compute a slot: the extractor resolves the tenant,
-//! routes it, checks out the right connection and records the tenant and serving shard in
-//! the request's [`RequestFacts`] for the `X-Shard` header, the metrics and the access log.
+//! Handlers name what they need and never compute a slot: the extractor takes the tenant
+//! the authentication layer proved, routes it, checks out the right connection and records
+//! the serving shard in the request's [`RequestFacts`] for the `X-Shard` header, the
+//! metrics and the access log.
 
 use std::marker::PhantomData;
 use std::sync::{Arc, OnceLock};
@@ -14,11 +15,14 @@ use axum::http::request::Parts;
 use diesel_async::{AsyncConnection, AsyncPgConnection};
 use futures::future::BoxFuture;
 
+use super::authenticate::AuthFailure;
 use super::error::ApiError;
+use crate::sharding::ShardId;
 use crate::sharding::access::{Intent, ShardConn, ShardError, Shards};
 use crate::sharding::cross_shard::CrossShard;
 use crate::sharding::shard_name::ShardName;
-use crate::tenancy::{self, TenantHeader, TenantId};
+use crate::tenancy::TenantId;
+use crate::tenancy::auth::AuthError;
 
 /// What the extractors learn while serving a request, kept for the layers around the router
 /// that log, count and label it once it is answered: its tenant and the shard that served
@@ -72,32 +76,34 @@ pub fn remember_tenant(extensions: &mut Extensions, tenant: &TenantId) {
 #[derive(Debug, Clone)]
 pub struct Tenant(pub TenantId);
 
-impl<S> FromRequestParts<S> for Tenant
-where
-    S: Send + Sync,
-    TenantHeader: FromRef<S>,
-{
+/// Only a tenant the authentication layer proved: a route without that layer has none.
+impl<S: Send + Sync> FromRequestParts<S> for Tenant {
     type Rejection = ApiError;
 
-    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, ApiError> {
         if let Some(t) = parts.extensions.get::<Tenant>() {
             return Ok(t.clone());
         }
-        let header = TenantHeader::from_ref(state);
-        let tenant = tenancy::resolve(parts, header.as_str())?;
-        remember_tenant(&mut parts.extensions, &tenant);
-        Ok(Tenant(tenant))
+        match parts.extensions.get::<AuthFailure>() {
+            Some(AuthFailure(e)) => Err(ApiError::Auth(e.clone())),
+            None => Err(ApiError::Auth(AuthError::MissingCredentials)),
+        }
     }
 }
 
-/// A connection to the request tenant's shard, checked out by the extractor. `M` says which
-/// server: [`ShardedDb`] (the primary) or [`ShardedReadDb`] (replica-aware). Statements run
-/// through [`ShardedConnection::read`] or [`ShardedConnection::write`], which bound them by
-/// the shard's query deadline and turn their errors into API errors. There are no
-/// cross-shard transactions: a transaction opened inside `work` runs on this one shard.
+/// A connection to the request tenant's shard. The extractor routes the tenant; the
+/// connection is checked out when the first statement runs, so a request refused for its
+/// body or its parameters never holds one. `M` says which server: [`ShardedDb`] (the
+/// primary) or [`ShardedReadDb`] (replica-aware). Statements run through
+/// [`ShardedConnection::read`] or [`ShardedConnection::write`], which bound them by the
+/// shard's query deadline and turn their errors into API errors. There are no cross-shard
+/// transactions: a transaction opened inside `work` runs on this one shard.
 pub struct ShardedConnection<M> {
-    inner: ShardConn,
-    /// To forget the tenant's route when its shard says it has moved.
+    /// Checked out on first use.
+    inner: Option<ShardConn>,
+    shard: ShardId,
+    name: ShardName,
+    /// To check out, and to forget the tenant's route when its shard says it has moved.
     shards: Shards,
     tenant: TenantId,
     mode: PhantomData<M>,
@@ -139,14 +145,28 @@ impl QueryFailure for diesel::result::Error {
     }
 }
 
-impl<M> ShardedConnection<M> {
+impl<M: ConnectionMode> ShardedConnection<M> {
     pub fn shard(&self) -> &str {
-        self.inner.name.as_str()
+        self.name.as_str()
     }
 
     /// True when a replica-aware read landed on the replica.
     pub fn on_replica(&self) -> bool {
-        self.inner.on_replica
+        self.inner.as_ref().is_some_and(|c| c.on_replica)
+    }
+
+    /// The connection, checked out now if this is the first statement.
+    async fn conn(&mut self) -> Result<&mut ShardConn, ApiError> {
+        if self.inner.is_none() {
+            let shard = self.shards.set().get(self.shard);
+            let conn = if M::READ {
+                self.shards.read(shard).await?
+            } else {
+                self.shards.primary(shard).await?
+            };
+            self.inner = Some(conn);
+        }
+        Ok(self.inner.as_mut().expect("checked out above"))
     }
 
     /// Runs statements that change nothing, within the shard's query deadline. A read that
@@ -158,10 +178,10 @@ impl<M> ShardedConnection<M> {
         work: impl AsyncFnOnce(&mut AsyncPgConnection) -> Result<T, E> + Clone,
     ) -> Result<T, ApiError> {
         match self.run(Intent::Read, work.clone()).await {
-            Err(ApiError::Shard(ShardError::Timeout { .. })) if self.inner.on_replica => {
-                let shard = self.shards.set().get(self.inner.shard);
-                // Replacing `inner` drops the cut-off connection, which discards it.
-                self.inner = self.shards.read(shard).await?;
+            Err(ApiError::Shard(ShardError::Timeout { .. })) if self.on_replica() => {
+                // Dropping the cut-off connection discards it; the next checkout takes the
+                // read path again.
+                self.inner = None;
                 self.run(Intent::Read, work).await
             }
             outcome => outcome,
@@ -196,7 +216,7 @@ impl<M> ShardedConnection<M> {
         intent: Intent,
         work: impl AsyncFnOnce(&mut AsyncPgConnection) -> Result<T, E>,
     ) -> Result<T, ApiError> {
-        match self.inner.within(intent, work).await {
+        match self.conn().await?.within(intent, work).await {
             Ok(Ok(value)) => Ok(value),
             Ok(Err(e)) => Err(e.into_api(&|db| self.classify(intent, db))),
             Err(e) => Err(ApiError::Shard(e)),
@@ -207,7 +227,7 @@ impl<M> ShardedConnection<M> {
     /// says the tenant has moved (this process routed by a stale cache entry), the route is
     /// forgotten so that the client's retry goes to the new shard.
     fn classify(&self, intent: Intent, e: diesel::result::Error) -> ApiError {
-        let e = ShardError::from_query(self.inner.name.as_str(), intent, e);
+        let e = ShardError::from_query(self.name.as_str(), intent, e);
         if let ShardError::TenantMoved { .. } = e {
             self.shards.forget(self.tenant.as_str());
         }
@@ -220,7 +240,6 @@ where
     M: ConnectionMode,
     S: Send + Sync,
     Shards: FromRef<S>,
-    TenantHeader: FromRef<S>,
 {
     type Rejection = ApiError;
 
@@ -228,15 +247,12 @@ where
         let Tenant(tenant) = Tenant::from_request_parts(parts, state).await?;
         let shards = Shards::from_ref(state);
         let route = shards.route(tenant.as_str()).await?;
-        let shard = shards.set().get(route.shard);
-        record_shard(parts, &shard.spec().name);
-        let inner = if M::READ {
-            shards.read(shard).await?
-        } else {
-            shards.primary(shard).await?
-        };
+        let name = shards.set().get(route.shard).spec().name.clone();
+        record_shard(parts, &name);
         Ok(Self {
-            inner,
+            inner: None,
+            shard: route.shard,
+            name,
             shards,
             tenant,
             mode: PhantomData,

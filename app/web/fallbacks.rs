@@ -22,7 +22,7 @@ pub struct JsonFallbacks {
 impl Around for JsonFallbacks {
     fn around<S>(&self, inner: &mut S, request: Request) -> Answer
     where
-        S: Service<Request, Response = Response, Error = Infallible>,
+        S: Service<Request, Response = Response, Error = Infallible> + Clone + Send + 'static,
         S::Future: Send + 'static,
     {
         // Cheap clones (a standard method is a constant, a URI shares its buffer): the text

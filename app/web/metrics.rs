@@ -12,7 +12,7 @@ use std::time::Instant;
 use std::sync::Arc;
 
 use axum::extract::{FromRef, MatchedPath, Request, State};
-use axum::http::{HeaderName, HeaderValue};
+use axum::http::{HeaderMap, HeaderName, HeaderValue};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
@@ -79,7 +79,7 @@ pub struct Track;
 impl Around for Track {
     fn around<S>(&self, inner: &mut S, mut request: Request) -> Answer
     where
-        S: Service<Request, Response = Response, Error = Infallible>,
+        S: Service<Request, Response = Response, Error = Infallible> + Clone + Send + 'static,
         S::Future: Send + 'static,
     {
         let started = Instant::now();
@@ -179,7 +179,15 @@ pub trait MetricSource: Send + Sync {
     fn prometheus_text(&self, _out: &mut String) {}
     /// Top-level entries of `/actuator/metrics`.
     fn actuator(&self, _out: &mut Map<String, Value>) {}
+    /// Whether its series name tenants: then only a scrape that may see who the customers
+    /// are gets them (see [`Metrics::new`]).
+    fn names_tenants(&self) -> bool {
+        false
+    }
 }
+
+/// Whether a scrape may see series that name tenants (it presents the operator's token).
+pub type SeesTenants = Arc<dyn Fn(&HeaderMap) -> bool + Send + Sync>;
 
 /// The process's metrics: the recorder's handle and every source.
 #[derive(Clone)]
@@ -187,14 +195,23 @@ pub struct Metrics {
     handle: PrometheusHandle,
     instance: InstanceName,
     sources: Arc<[Arc<dyn MetricSource>]>,
+    sees_tenants: SeesTenants,
 }
 
 impl Metrics {
-    pub fn new(instance: InstanceName, sources: Vec<Arc<dyn MetricSource>>) -> Self {
+    /// `sees_tenants` decides which scrapes get the series that name tenants (who the
+    /// customers are and how busy each is); every other series is open to the internal
+    /// network that scrapes it.
+    pub fn new(
+        instance: InstanceName,
+        sources: Vec<Arc<dyn MetricSource>>,
+        sees_tenants: SeesTenants,
+    ) -> Self {
         Self {
             handle: recorder(),
             instance,
             sources: sources.into(),
+            sees_tenants,
         }
     }
 
@@ -215,13 +232,16 @@ where
         .route("/actuator/metrics", get(actuator))
 }
 
-async fn prometheus(State(metrics): State<Metrics>) -> impl IntoResponse {
+async fn prometheus(State(metrics): State<Metrics>, headers: HeaderMap) -> impl IntoResponse {
     for source in metrics.sources.iter() {
         source.record();
     }
     let mut text = metrics.handle.render();
+    let sees_tenants = (metrics.sees_tenants)(&headers);
     for source in metrics.sources.iter() {
-        source.prometheus_text(&mut text);
+        if sees_tenants || !source.names_tenants() {
+            source.prometheus_text(&mut text);
+        }
     }
     (
         [("content-type", "text/plain; version=0.0.4; charset=utf-8")],
@@ -243,19 +263,21 @@ async fn actuator(State(metrics): State<Metrics>) -> Json<Value> {
 pub struct ShardMetrics {
     pub shards: Shards,
     pub control: PgPool,
+    /// The control database's breaker, when the request path reads it (directory routing,
+    /// API keys).
+    pub control_breaker: Option<Arc<Breaker>>,
     pub directory: Option<Arc<DirectoryRouter>>,
 }
 
 impl ShardMetrics {
     /// Every circuit breaker this process keeps, with the name its metrics carry: each
-    /// shard's servers' (the shard's name), then the control database's ("control", kept
-    /// by the directory router when directory routing is on).
+    /// shard's servers' (the shard's name), then the control database's ("control").
     pub fn breakers(&self) -> Vec<(&str, &Arc<Breaker>)> {
         let shards = self.shards.set().iter();
         let mut all: Vec<_> = shards
             .flat_map(|shard| shard.breakers().map(move |b| (shard.name(), b)))
             .collect();
-        all.extend(self.directory.iter().map(|d| ("control", d.breaker())));
+        all.extend(self.control_breaker.iter().map(|b| ("control", b)));
         all
     }
 
@@ -339,7 +361,7 @@ impl MetricSource for ShardMetrics {
         );
         out.insert(
             "control_circuit".to_owned(),
-            json!(self.directory.as_ref().map(|d| d.breaker().snapshot())),
+            json!(self.control_breaker.as_ref().map(|b| b.snapshot())),
         );
         out.insert(
             "total_max_connections".to_owned(),

@@ -5,11 +5,13 @@
 
 pub mod access_log;
 pub mod around;
+pub mod authenticate;
 pub mod csrf;
 pub mod error;
 pub mod extract;
 pub mod fallbacks;
 pub mod health;
+pub mod in_flight;
 pub mod metrics;
 pub mod request_id;
 
@@ -57,7 +59,12 @@ impl InstanceName {
 /// layering clones every layer's service for every request, and the full stack applied per
 /// route cost about 10 % of a request's CPU in clones and allocations. Our layers on the
 /// request path are [`around::Around`]s, not `middleware::from_fn`.
-pub fn serve(routes: Router, instance: &InstanceName, request_timeout: Duration) -> HttpService {
+pub fn serve(
+    routes: Router,
+    instance: &InstanceName,
+    request_timeout: Duration,
+    max_in_flight: usize,
+) -> HttpService {
     let served_by = HeaderValue::from_str(instance.as_str())
         .unwrap_or_else(|_| HeaderValue::from_static("invalid-instance-name"));
     let routes = routes
@@ -70,6 +77,7 @@ pub fn serve(routes: Router, instance: &InstanceName, request_timeout: Duration)
             HeaderName::from_static("x-served-by"),
             served_by,
         ))
+        .layer(AroundLayer(in_flight::InFlightLimit::new(max_in_flight)))
         .layer(AroundLayer(fallbacks::JsonFallbacks { request_timeout }))
         .layer(DefaultBodyLimit::max(BODY_LIMIT_BYTES))
         .service(routes);

@@ -24,7 +24,7 @@ pub struct RequestIds;
 impl Around for RequestIds {
     fn around<S>(&self, inner: &mut S, mut request: Request) -> Answer
     where
-        S: Service<Request, Response = Response, Error = Infallible>,
+        S: Service<Request, Response = Response, Error = Infallible> + Clone + Send + 'static,
         S::Future: Send + 'static,
     {
         let id = match request.headers().get(REQUEST_ID) {

@@ -8,6 +8,7 @@ mod common;
 mod support;
 
 mod admin;
+mod auth;
 mod directory;
 mod fairness;
 mod load_generator;

@@ -1,4 +1,5 @@
-//! Tenant ids and how a request names its tenant: override, task-local, header, cookie.
+//! Tenant ids and how a request names its tenant: override, task-local, header. A cookie
+//! names no tenant: browsers sign in (see the api tests).
 
 use axum::http::Request;
 use axum::http::request::Parts;
@@ -42,18 +43,21 @@ fn tenant_ids_are_1_to_64_safe_characters_starting_alphanumeric() {
 }
 
 #[test]
-fn the_header_wins_over_the_cookie() {
+fn the_header_names_the_tenant_and_a_tenant_cookie_names_none() {
     let p = parts(&[
         ("X-Tenant-Id", "from-header"),
         ("cookie", "tenant=from-cookie"),
     ]);
     assert_eq!(tenancy::resolve(&p, "X-Tenant-Id"), Ok(id("from-header")));
     let p = parts(&[("cookie", "other=1; tenant=from-cookie")]);
-    assert_eq!(tenancy::resolve(&p, "X-Tenant-Id"), Ok(id("from-cookie")));
+    assert!(matches!(
+        tenancy::resolve(&p, "X-Tenant-Id"),
+        Err(TenantError::Missing { .. })
+    ));
 }
 
 #[test]
-fn a_bad_header_is_an_error_even_when_a_cookie_would_do() {
+fn a_bad_header_is_an_error() {
     let p = parts(&[("X-Tenant-Id", "bad id"), ("cookie", "tenant=good")]);
     assert!(matches!(
         tenancy::resolve(&p, "X-Tenant-Id"),

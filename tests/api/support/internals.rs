@@ -178,3 +178,54 @@ pub async fn directory_row_count(layout: &Layout, tenant: &str) -> Rows {
     )
     .await
 }
+
+/// Cuts the control listener's session on `layout`'s control database (as a network blip
+/// would) and waits until it is gone; returns when the cut happened, as the server's clock
+/// reads it. Exactly one listener session must exist.
+pub async fn cut_control_listener(layout: &Layout) -> String {
+    let listener = format!(
+        "FROM pg_stat_activity WHERE application_name = 'bookmarks-directory-listener' \
+         AND datname = '{}'",
+        layout.control.1
+    );
+    let killed = on_control(
+        layout,
+        &format!("SELECT now()::text, pg_terminate_backend(pid) {listener}"),
+    )
+    .await;
+    assert_eq!(killed.len(), 1, "exactly one listener session");
+    let gone = crate::common::eventually(std::time::Duration::from_secs(2), || async {
+        on_control(layout, &format!("SELECT pid {listener}"))
+            .await
+            .is_empty()
+    })
+    .await;
+    assert!(gone, "the listener's session ended");
+    killed[0][0].clone().unwrap()
+}
+
+/// Whether the control listener's current session started after `instant` (server time).
+pub async fn control_listener_started_after(layout: &Layout, instant: &str) -> bool {
+    let rows = on_control(
+        layout,
+        &format!(
+            "SELECT backend_start > '{instant}'::timestamptz FROM pg_stat_activity \
+             WHERE application_name = 'bookmarks-directory-listener' AND datname = '{}'",
+            layout.control.1
+        ),
+    )
+    .await;
+    rows == vec![vec![Some("t".to_owned())]]
+}
+
+/// Every stored key hash of `tenant`, hex, and the table's other text columns.
+pub async fn stored_key_columns(layout: &Layout, tenant: &str) -> Rows {
+    on_control(
+        layout,
+        &format!(
+            "SELECT encode(key_hash, 'hex'), octet_length(key_hash)::text, coalesce(note, '') \
+             FROM tenant_api_keys WHERE tenant_key = '{tenant}'"
+        ),
+    )
+    .await
+}

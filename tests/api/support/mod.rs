@@ -398,6 +398,38 @@ pub struct TestApp {
     shutdown: Option<tokio::sync::oneshot::Sender<()>>,
     pub server: tokio::task::JoinHandle<std::io::Result<()>>,
     _machine: Option<Arc<RwLockReadGuard<'static, ()>>>,
+    /// An API key per tenant this app's requests act as, created on first use.
+    keys: Mutex<std::collections::HashMap<String, String>>,
+}
+
+async fn control_conn(settings: &Settings) -> diesel_async::AsyncPgConnection {
+    use diesel_async::AsyncConnection;
+    let url = settings.topology.control_url.expose().to_owned();
+    diesel_async::AsyncPgConnection::establish(&url)
+        .await
+        .unwrap_or_else(|e| panic!("connect to the control database: {e}"))
+}
+
+/// Revokes every key of `tenant` on `settings`' control database, as `bookmarks keys
+/// revoke` does.
+pub async fn revoke_keys(settings: &Settings, tenant: &str) {
+    use bookmarks_sharded::tenancy::{TenantId, keys};
+    let mut conn = control_conn(settings).await;
+    let tenant = TenantId::parse(tenant).expect("a valid tenant id");
+    for row in keys::list(&mut conn, Some(&tenant)).await.unwrap() {
+        keys::revoke(&mut conn, row.id).await.unwrap();
+    }
+}
+
+/// Creates an API key for `tenant` on `settings`' control database, as `bookmarks keys
+/// create` does; returns the key.
+pub async fn create_key(settings: &Settings, tenant: &str) -> String {
+    let mut conn = control_conn(settings).await;
+    let tenant = bookmarks_sharded::tenancy::TenantId::parse(tenant).expect("a valid tenant id");
+    let (_, key) = bookmarks_sharded::tenancy::keys::create(&mut conn, &tenant, Some("test"))
+        .await
+        .expect("a key is created");
+    key.expose().to_owned()
 }
 
 impl TestApp {
@@ -439,7 +471,43 @@ impl TestApp {
             shutdown: Some(tx),
             server,
             _machine: machine,
+            keys: Mutex::new(std::collections::HashMap::new()),
         }
+    }
+
+    /// `tenant`'s API key (created on first use, on the control database).
+    pub async fn key(&self, tenant: &str) -> String {
+        if let Some(key) = self.keys.lock().unwrap().get(tenant) {
+            return key.clone();
+        }
+        let key = create_key(&self.settings, tenant).await;
+        self.keys
+            .lock()
+            .unwrap()
+            .entry(tenant.to_owned())
+            .or_insert(key)
+            .clone()
+    }
+
+    /// The headers a client acting as `tenant` sends: the tenant header and its key.
+    pub async fn tenant(&self, tenant: &str) -> reqwest::header::HeaderMap {
+        let mut headers = reqwest::header::HeaderMap::new();
+        headers.insert("X-Tenant-Id", tenant.parse().unwrap());
+        let bearer = format!("Bearer {}", self.key(tenant).await);
+        headers.insert(reqwest::header::AUTHORIZATION, bearer.parse().unwrap());
+        headers
+    }
+
+    /// Has this app check `tenant`'s key once (and keep it cached) without routing the
+    /// tenant: a bookmark id that is no id is refused before any shard is asked.
+    pub async fn check_key(&self, tenant: &str) {
+        let res = self
+            .get("/api/bookmarks/not-an-id")
+            .headers(self.tenant(tenant).await)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), 404, "{tenant}'s key checks");
     }
 
     pub fn get(&self, path: &str) -> reqwest::RequestBuilder {
@@ -449,7 +517,7 @@ impl TestApp {
     /// GETs `path` as `tenant`.
     pub async fn get_as(&self, path: &str, tenant: &str) -> reqwest::Response {
         self.get(path)
-            .header("X-Tenant-Id", tenant)
+            .headers(self.tenant(tenant).await)
             .send()
             .await
             .unwrap()
@@ -463,6 +531,19 @@ impl TestApp {
     /// The Prometheus text of `/metrics`.
     pub async fn metrics_text(&self) -> String {
         self.get("/metrics")
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap()
+    }
+
+    /// The Prometheus text of `/metrics` as an operator presenting `token` scrapes it (with
+    /// the series that name tenants).
+    pub async fn metrics_text_as(&self, token: &str) -> String {
+        self.get("/metrics")
+            .bearer_auth(token)
             .send()
             .await
             .unwrap()
@@ -492,7 +573,7 @@ impl TestApp {
     pub async fn create(&self, tenant: &str, body: serde_json::Value) -> serde_json::Value {
         let res = self
             .post("/api/bookmarks")
-            .header("X-Tenant-Id", tenant)
+            .headers(self.tenant(tenant).await)
             .json(&body)
             .send()
             .await

@@ -1,0 +1,178 @@
+//! Tenants' API keys on the admin page and in its JSON API: listed in the tenant lookup
+//! (never the keys themselves), created (the key is shown once, in the answer) and revoked
+//! (every web replica refuses it within a second). The page's forms carry the CSRF token as
+//! its other forms do; the JSON API takes JSON bodies only, which another site's form cannot
+//! send, and revokes with DELETE.
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum_extra::extract::CookieJar;
+use serde::Deserialize;
+use serde_json::json;
+
+use super::page;
+use super::{AdminState, ControlError, tenant_param};
+use crate::sharding::cross_shard::CrossShard;
+use crate::tenancy::TenantId;
+use crate::tenancy::api_key::ApiKey;
+use crate::tenancy::keys::{self, KeyRow};
+use crate::web::csrf;
+use crate::web::error::ApiError;
+use crate::web::extract::{ApiJson, ApiPath, UiForm};
+
+/// `tenant`'s keys, oldest first.
+pub async fn of_tenant(state: &AdminState, tenant: &TenantId) -> Result<Vec<KeyRow>, ControlError> {
+    let tenant = tenant.clone();
+    state
+        .control
+        .run("list API keys", move |conn| {
+            Box::pin(async move { keys::list(conn, Some(&tenant)).await })
+        })
+        .await
+}
+
+async fn create(
+    state: &AdminState,
+    tenant: &TenantId,
+    note: Option<String>,
+) -> Result<(KeyRow, ApiKey), ControlError> {
+    let tenant = tenant.clone();
+    state
+        .control
+        .run("create an API key", move |conn| {
+            Box::pin(async move { keys::create(conn, &tenant, note.as_deref()).await })
+        })
+        .await
+}
+
+async fn revoke(state: &AdminState, id: i64) -> Result<Option<KeyRow>, ControlError> {
+    state
+        .control
+        .run("revoke an API key", move |conn| {
+            Box::pin(async move { keys::revoke(conn, id).await })
+        })
+        .await
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NewKey {
+    note: Option<String>,
+}
+
+/// `POST /admin/api/tenants/{tenant}/keys` with a JSON body (`{}` or `{"note": …}`): 201 and
+/// the key, shown this once.
+pub async fn api_create(
+    State(state): State<AdminState>,
+    ApiPath(tenant): ApiPath<String>,
+    ApiJson(body): ApiJson<NewKey>,
+) -> Result<Response, ApiError> {
+    let tenant = tenant_param(&tenant)?;
+    let (row, key) = create(&state, &tenant, body.note)
+        .await
+        .map_err(|_| ApiError::ControlUnavailable)?;
+    let mut answer = serde_json::to_value(&row).expect("a key row serializes");
+    answer["key"] = json!(key.expose());
+    Ok((StatusCode::CREATED, Json(answer)).into_response())
+}
+
+/// `GET /admin/api/tenants/{tenant}/keys`.
+pub async fn api_list(
+    State(state): State<AdminState>,
+    ApiPath(tenant): ApiPath<String>,
+) -> Result<Response, ApiError> {
+    let tenant = tenant_param(&tenant)?;
+    let keys = of_tenant(&state, &tenant)
+        .await
+        .map_err(|_| ApiError::ControlUnavailable)?;
+    Ok(Json(json!({ "keys": keys })).into_response())
+}
+
+/// `DELETE /admin/api/keys/{id}`: revokes the key (it stays listed, as revoked).
+pub async fn api_revoke(
+    State(state): State<AdminState>,
+    ApiPath(id): ApiPath<i64>,
+) -> Result<Response, ApiError> {
+    match revoke(&state, id).await {
+        Ok(Some(row)) => Ok(Json(row).into_response()),
+        Ok(None) => Err(ApiError::NotFound("no API key has that id")),
+        Err(_) => Err(ApiError::ControlUnavailable),
+    }
+}
+
+#[derive(Debug, Deserialize)]
+pub struct CreateForm {
+    #[serde(default)]
+    tenant: String,
+    #[serde(default)]
+    note: String,
+    #[serde(default)]
+    csrf: String,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct RevokeForm {
+    #[serde(default)]
+    tenant: String,
+    #[serde(default)]
+    id: String,
+    #[serde(default)]
+    csrf: String,
+}
+
+/// The page's "create a key" form: the page again, looking the tenant up, with the new key
+/// shown once (not a redirect: a key must never travel in a URL).
+pub async fn form_create(
+    State(state): State<AdminState>,
+    cross: CrossShard,
+    jar: CookieJar,
+    UiForm(form): UiForm<CreateForm>,
+) -> Result<Response, ApiError> {
+    csrf::check(&jar, &form.csrf)?;
+    let note = Some(form.note.trim().to_owned()).filter(|n| !n.is_empty());
+    let (status, notice) = match tenant_param(&form.tenant) {
+        Err(e) => (StatusCode::BAD_REQUEST, e.to_string()),
+        Ok(tenant) => match create(&state, &tenant, note).await {
+            Ok((row, key)) => (
+                StatusCode::CREATED,
+                format!(
+                    "Key {} for {tenant}: {} (copy it now: it is not shown again)",
+                    row.id,
+                    key.expose()
+                ),
+            ),
+            Err(e) => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!("the control database is {e}; no key was created"),
+            ),
+        },
+    };
+    Ok(page::again(&state, &cross, jar, form.tenant, form.csrf, status, notice).await)
+}
+
+/// The page's "revoke" button.
+pub async fn form_revoke(
+    State(state): State<AdminState>,
+    cross: CrossShard,
+    jar: CookieJar,
+    UiForm(form): UiForm<RevokeForm>,
+) -> Result<Response, ApiError> {
+    csrf::check(&jar, &form.csrf)?;
+    let (status, notice) = match form.id.trim().parse::<i64>() {
+        Err(_) => (StatusCode::BAD_REQUEST, "id: not a key id".to_owned()),
+        Ok(id) => match revoke(&state, id).await {
+            Ok(Some(row)) => (
+                StatusCode::OK,
+                format!("Revoked key {} of {}.", row.id, row.tenant_key),
+            ),
+            Ok(None) => (StatusCode::NOT_FOUND, format!("There is no key {id}.")),
+            Err(e) => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!("the control database is {e}; nothing was revoked"),
+            ),
+        },
+    };
+    Ok(page::again(&state, &cross, jar, form.tenant, form.csrf, status, notice).await)
+}

@@ -1,0 +1,127 @@
+//! `bookmarks keys create TENANT`, `keys list [TENANT]` and `keys revoke ID`: tenants' API
+//! keys on the control database. `create` prints the key, once; nothing else ever does.
+
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use clap::Subcommand;
+use serde_json::json;
+
+use super::EXIT_CONFIG;
+use crate::configuration::Settings;
+use crate::sharding::pool::build_pool;
+use crate::tenancy::{TenantId, keys};
+
+#[derive(Debug, Subcommand)]
+pub enum KeysCommand {
+    /// Create an API key for TENANT and print it (one JSON line). It is shown this once.
+    Create {
+        /// The tenant id.
+        tenant: String,
+        /// What the key is for (shown by `keys list` and the admin page).
+        #[arg(long)]
+        note: Option<String>,
+        /// Print only the key, for a shell variable: `KEY=$(bookmarks keys create t --key-only)`.
+        #[arg(long)]
+        key_only: bool,
+    },
+    /// List keys (all, or TENANT's), one JSON line each. Never prints a key.
+    List {
+        /// Only this tenant's keys.
+        tenant: Option<String>,
+    },
+    /// Revoke key ID: every web replica refuses it within a second.
+    Revoke {
+        /// The key's id (from `keys list`).
+        id: i64,
+    },
+}
+
+pub async fn run(settings: &Settings, command: KeysCommand) -> ExitCode {
+    let tenant_arg = |raw: &str| {
+        TenantId::parse(raw).map_err(|e| {
+            eprintln!("error: TENANT {raw:?}: {e}");
+            ExitCode::from(EXIT_CONFIG)
+        })
+    };
+    let topology = Arc::new(settings.topology.clone());
+    let pool = match build_pool(&topology.control_url, 1, &topology, "control") {
+        Ok(pool) => pool,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let mut conn = match pool.get().await {
+        Ok(conn) => conn,
+        Err(e) => {
+            eprintln!("error: cannot reach the control database: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let failed = |e: diesel::result::Error| {
+        eprintln!("error: {e}");
+        ExitCode::FAILURE
+    };
+    match command {
+        KeysCommand::Create {
+            tenant,
+            note,
+            key_only,
+        } => {
+            let tenant = match tenant_arg(&tenant) {
+                Ok(t) => t,
+                Err(code) => return code,
+            };
+            match keys::create(&mut conn, &tenant, note.as_deref()).await {
+                Ok((row, key)) => {
+                    if key_only {
+                        println!("{}", key.expose());
+                    } else {
+                        let mut line = serde_json::to_value(&row).expect("a key row serializes");
+                        line["key"] = json!(key.expose());
+                        println!("{line}");
+                    }
+                    eprintln!(
+                        "bookmarks: key {} for {tenant}: store it now, it is not shown again",
+                        row.id
+                    );
+                    ExitCode::SUCCESS
+                }
+                Err(e) => failed(e),
+            }
+        }
+        KeysCommand::List { tenant } => {
+            let tenant = match tenant.as_deref().map(tenant_arg).transpose() {
+                Ok(t) => t,
+                Err(code) => return code,
+            };
+            match keys::list(&mut conn, tenant.as_ref()).await {
+                Ok(rows) => {
+                    for row in rows {
+                        println!(
+                            "{}",
+                            serde_json::to_value(&row).expect("a key row serializes")
+                        );
+                    }
+                    ExitCode::SUCCESS
+                }
+                Err(e) => failed(e),
+            }
+        }
+        KeysCommand::Revoke { id } => match keys::revoke(&mut conn, id).await {
+            Ok(Some(row)) => {
+                println!(
+                    "{}",
+                    serde_json::to_value(&row).expect("a key row serializes")
+                );
+                ExitCode::SUCCESS
+            }
+            Ok(None) => {
+                eprintln!("error: there is no key {id} (see `bookmarks keys list`)");
+                ExitCode::from(EXIT_CONFIG)
+            }
+            Err(e) => failed(e),
+        },
+    }
+}

@@ -1,0 +1,175 @@
+//! Who may act as a tenant: the proof a request carries, checked before anything reaches a
+//! shard.
+//!
+//! With `[tenancy] auth = "api_key"` (the default) a request acts for a tenant only with one
+//! of its keys, `Authorization: Bearer bks_…`, or from a browser signed in with one (the
+//! session cookie). The tenant header, when sent, must then name the key's own tenant: it
+//! stays the routing key that nginx logs, but it proves nothing. With `trusted_header` the
+//! header alone decides, which is right only behind a gateway that authenticates every
+//! request, removes any tenant header a client sent and sets its own.
+
+use std::sync::Arc;
+
+use axum::http::header::AUTHORIZATION;
+use axum::http::request::Parts;
+
+use super::api_key::{ApiKey, KeyDigest, KeyFormatError};
+use super::key_store::{KeyCheck, KeyStore};
+use super::session::{SessionError, Sessions};
+use super::{CURRENT_TENANT, ShardKeyOverride, TenantError, TenantHeader, TenantId};
+use crate::configuration::AuthMode;
+
+/// Why a request may not act as a tenant.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AuthError {
+    #[error("this request needs a tenant API key: send `Authorization: Bearer <key>`")]
+    MissingCredentials,
+    #[error("the Authorization header must be `Bearer <key>`")]
+    MalformedAuthorization,
+    #[error("that is not an API key: {0}")]
+    KeyFormat(KeyFormatError),
+    #[error("the API key is unknown or revoked")]
+    InvalidKey,
+    #[error("{0}")]
+    Session(SessionError),
+    #[error("the session's key has been revoked; sign in again")]
+    SessionRevoked,
+    #[error("the {header} header names another tenant than the API key's")]
+    TenantMismatch { header: String },
+    #[error(
+        "the control database is unreachable and this key is not known here yet; try again later"
+    )]
+    Unavailable,
+    #[error(transparent)]
+    Tenant(#[from] TenantError),
+}
+
+impl AuthError {
+    /// The proof is missing or does not hold (rather than: cannot be checked now, or the
+    /// tenant header is malformed): a browser should sign in again.
+    pub fn is_missing_or_wrong(&self) -> bool {
+        !matches!(self, AuthError::Unavailable | AuthError::Tenant(_))
+    }
+}
+
+/// What a request proved: the tenant, and the key that proved it (none in
+/// `trusted_header` mode, for background work and for trusted overrides).
+#[derive(Debug, Clone)]
+pub struct Authenticated {
+    pub tenant: TenantId,
+    pub key: Option<KeyDigest>,
+}
+
+/// Checks a request's credentials; one per process, shared by the request path.
+pub struct Authenticator {
+    mode: AuthMode,
+    header: TenantHeader,
+    keys: Arc<KeyStore>,
+    sessions: Sessions,
+}
+
+impl Authenticator {
+    pub fn new(
+        mode: AuthMode,
+        header: TenantHeader,
+        keys: Arc<KeyStore>,
+        sessions: Sessions,
+    ) -> Self {
+        Self {
+            mode,
+            header,
+            keys,
+            sessions,
+        }
+    }
+
+    pub fn mode(&self) -> AuthMode {
+        self.mode
+    }
+
+    pub fn keys(&self) -> &Arc<KeyStore> {
+        &self.keys
+    }
+
+    pub fn sessions(&self) -> &Sessions {
+        &self.sessions
+    }
+
+    /// Which tenant the request may act as, and by what proof. Costs no shard round trip:
+    /// at most a control database lookup for a key this process has not seen.
+    pub async fn authenticate(&self, parts: &Parts) -> Result<Authenticated, AuthError> {
+        // Set by the server's own code, never by a client.
+        if let Some(ShardKeyOverride(tenant)) = parts.extensions.get::<ShardKeyOverride>() {
+            return Ok(trusted(tenant.clone()));
+        }
+        if let Ok(tenant) = CURRENT_TENANT.try_with(Clone::clone) {
+            return Ok(trusted(tenant));
+        }
+        match self.mode {
+            AuthMode::TrustedHeader => super::from_header(parts, self.header.as_str())
+                .map(trusted)
+                .map_err(Into::into),
+            AuthMode::ApiKey => self.by_credentials(parts).await,
+        }
+    }
+
+    async fn by_credentials(&self, parts: &Parts) -> Result<Authenticated, AuthError> {
+        let (digest, session_tenant) = match parts.headers.get(AUTHORIZATION) {
+            Some(value) => {
+                let key = bearer(value)?;
+                let key = ApiKey::parse(key).map_err(AuthError::KeyFormat)?;
+                (key.digest(), None)
+            }
+            None => match self.sessions.read(&parts.headers) {
+                Ok(Some(claim)) => (claim.digest, Some(claim.tenant)),
+                Ok(None) => return Err(AuthError::MissingCredentials),
+                Err(e) => return Err(AuthError::Session(e)),
+            },
+        };
+        let tenant = match self.keys.check_digest(&digest).await {
+            KeyCheck::Valid(known) => known.credential.tenant.clone(),
+            KeyCheck::Revoked | KeyCheck::Unknown if session_tenant.is_some() => {
+                return Err(AuthError::SessionRevoked);
+            }
+            KeyCheck::Revoked | KeyCheck::Unknown => return Err(AuthError::InvalidKey),
+            KeyCheck::Unavailable => return Err(AuthError::Unavailable),
+        };
+        if session_tenant.is_some_and(|t| t != tenant) {
+            // A session for a key that has since been given to another tenant.
+            return Err(AuthError::SessionRevoked);
+        }
+        if let Some(named) = super::named_in_header(parts, self.header.as_str())?
+            && named != tenant
+        {
+            return Err(AuthError::TenantMismatch {
+                header: self.header.as_str().to_owned(),
+            });
+        }
+        Ok(Authenticated {
+            tenant,
+            key: Some(digest),
+        })
+    }
+}
+
+fn trusted(tenant: TenantId) -> Authenticated {
+    Authenticated { tenant, key: None }
+}
+
+/// The key in `Authorization: Bearer <key>`.
+fn bearer(value: &axum::http::HeaderValue) -> Result<&str, AuthError> {
+    let text = value
+        .to_str()
+        .map_err(|_| AuthError::MalformedAuthorization)?;
+    let (scheme, key) = text
+        .split_once(' ')
+        .ok_or(AuthError::MalformedAuthorization)?;
+    if !scheme.eq_ignore_ascii_case("bearer") {
+        return Err(AuthError::MalformedAuthorization);
+    }
+    let key = key.trim();
+    if key.is_empty() {
+        return Err(AuthError::MalformedAuthorization);
+    }
+    Ok(key)
+}

@@ -1,0 +1,59 @@
+//! The tenant routes' door: checks what proves the request may act as a tenant (see
+//! `tenancy::auth`) and records the outcome on the request, before the bulkhead and before
+//! any extractor. The `Tenant` extractor, and every shard extractor built on it, then hands
+//! handlers only a tenant that was proven, or answers with the reason (401, 403, 503); a
+//! refused request never reaches a shard.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+
+use axum::extract::Request;
+use axum::response::Response;
+use tower::Service;
+
+use super::around::{Answer, Around};
+use super::extract::{RequestFacts, remember_tenant};
+use crate::tenancy::auth::{AuthError, Authenticator};
+
+/// Why the request may not act as a tenant, kept on it for the extractors.
+#[derive(Debug, Clone)]
+pub struct AuthFailure(pub AuthError);
+
+/// As a layer: `AroundLayer(Authenticate::new(authenticator))`, outermost on the tenant
+/// routes.
+#[derive(Clone)]
+pub struct Authenticate(Arc<Authenticator>);
+
+impl Authenticate {
+    pub fn new(authenticator: Arc<Authenticator>) -> Self {
+        Self(authenticator)
+    }
+}
+
+impl Around for Authenticate {
+    fn around<S>(&self, inner: &mut S, mut request: Request) -> Answer
+    where
+        S: Service<Request, Response = Response, Error = Infallible> + Clone + Send + 'static,
+        S::Future: Send + 'static,
+    {
+        // Facts first, so that the tenant is kept in them even without an outer layer.
+        RequestFacts::of(&mut request);
+        let authenticator = Arc::clone(&self.0);
+        // The check may wait for the control database: take the service that was polled
+        // ready and leave a clone in its place.
+        let mut ready = std::mem::replace(inner, inner.clone());
+        Box::pin(async move {
+            let (mut parts, body) = request.into_parts();
+            match authenticator.authenticate(&parts).await {
+                Ok(proven) => {
+                    remember_tenant(&mut parts.extensions, &proven.tenant);
+                    parts.extensions.insert(proven);
+                }
+                Err(e) => {
+                    parts.extensions.insert(AuthFailure(e));
+                }
+            }
+            ready.call(Request::from_parts(parts, body)).await
+        })
+    }
+}
