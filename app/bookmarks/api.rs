@@ -14,7 +14,6 @@ use super::error::{BookmarkError, BookmarkPath, NO_SUCH_BOOKMARK};
 use super::model::{Bookmark, NewBookmarkInput, PatchInput};
 use super::store::{self, ListQuery, Listed, StoreError};
 use crate::sharding::access::Shards;
-use crate::tenancy::TenantHeader;
 use crate::web::error::ApiError;
 use crate::web::extract::{ApiJson, ApiQuery, QueryFailure, ShardedDb, ShardedReadDb, Tenant};
 
@@ -26,7 +25,6 @@ pub fn routes<S>() -> Router<S>
 where
     S: Clone + Send + Sync + 'static,
     Shards: FromRef<S>,
-    TenantHeader: FromRef<S>,
 {
     Router::new()
         .route("/api/bookmarks", get(list).post(create))
@@ -85,13 +83,69 @@ impl ListParams {
             })?),
         };
         let clean = |s: Option<String>| s.map(|v| v.trim().to_owned()).filter(|v| !v.is_empty());
+        let q = clean(self.q);
+        if let Some(q) = &q {
+            check_search(q).map_err(|message| ApiError::BadRequest {
+                code: "invalid_query",
+                message,
+            })?;
+        }
         Ok(ListQuery {
             tag: clean(self.tag).map(|t| t.to_lowercase()),
-            q: clean(self.q),
+            q,
             limit,
             cursor,
         })
     }
+}
+
+/// Longest accepted search, in characters: longer ones cost the database more to parse
+/// and match, and nobody types them.
+pub const MAX_SEARCH_CHARS: usize = 256;
+
+/// Refuses a search that is too long, or that only excludes words (`-zzzz`): that would
+/// match nearly every bookmark without narrowing anything, and cost a scan of the tenant.
+fn check_search(q: &str) -> Result<(), String> {
+    if q.chars().count() > MAX_SEARCH_CHARS {
+        return Err(format!("q is longer than {MAX_SEARCH_CHARS} characters"));
+    }
+    let looks_for_something = search_terms(q).any(|(negated, term)| {
+        !negated && !term.eq_ignore_ascii_case("or") && term.chars().any(char::is_alphanumeric)
+    });
+    if !looks_for_something {
+        return Err(
+            "q must contain a word or phrase to find, not only words to leave out".to_owned(),
+        );
+    }
+    Ok(())
+}
+
+/// The terms of a web-search query as `websearch_to_tsquery` reads them: words and quoted
+/// phrases, each with whether it is negated (`-word`, `-"a phrase"`).
+fn search_terms(q: &str) -> impl Iterator<Item = (bool, &str)> {
+    let mut rest = q;
+    std::iter::from_fn(move || {
+        rest = rest.trim_start();
+        if rest.is_empty() {
+            return None;
+        }
+        let negated = rest.starts_with('-');
+        if negated {
+            rest = &rest[1..];
+        }
+        let (term, after) = match rest.strip_prefix('"') {
+            Some(quoted) => match quoted.find('"') {
+                Some(end) => (&quoted[..end], &quoted[end + 1..]),
+                None => (quoted, ""),
+            },
+            None => {
+                let end = rest.find(char::is_whitespace).unwrap_or(rest.len());
+                (&rest[..end], &rest[end..])
+            }
+        };
+        rest = after;
+        Some((negated, term))
+    })
 }
 
 /// Store errors on a known shard: the shard classifies database errors, a duplicate stays a 409.
@@ -126,8 +180,8 @@ async fn create(
 
 async fn list(
     Tenant(tenant): Tenant,
-    mut db: ShardedDb,
     ApiQuery(params): ApiQuery<ListParams>,
+    mut db: ShardedDb,
 ) -> Result<Response, ApiError> {
     let query = params.parse()?;
     let page = db
@@ -144,8 +198,8 @@ async fn list(
 
 async fn show(
     Tenant(tenant): Tenant,
-    mut db: ShardedDb,
     BookmarkPath(id): BookmarkPath<Uuid>,
+    mut db: ShardedDb,
 ) -> Result<Response, ApiError> {
     match db.read(async |c| store::get(c, &tenant, id).await).await? {
         Some(b) => Ok(view(&db, &b)),
@@ -155,8 +209,8 @@ async fn show(
 
 async fn update(
     Tenant(tenant): Tenant,
-    mut db: ShardedDb,
     BookmarkPath(id): BookmarkPath<Uuid>,
+    mut db: ShardedDb,
     ApiJson(input): ApiJson<PatchInput>,
 ) -> Result<Response, ApiError> {
     let patch = input.validate().map_err(BookmarkError::Validation)?;
@@ -171,8 +225,8 @@ async fn update(
 
 async fn remove(
     Tenant(tenant): Tenant,
-    mut db: ShardedDb,
     BookmarkPath(id): BookmarkPath<Uuid>,
+    mut db: ShardedDb,
 ) -> Result<Response, ApiError> {
     if db
         .write(async |c| store::delete(c, &tenant, id).await)
@@ -200,4 +254,27 @@ async fn tags(Tenant(tenant): Tenant, mut db: ShardedReadDb) -> Result<Response,
         "tags": tags,
     }))
     .into_response())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_search_must_look_for_something() {
+        for ok in [
+            "zeppelin",
+            "-zzzz zeppelin",
+            "\"a phrase\"",
+            "a or b",
+            "x -y",
+        ] {
+            assert_eq!(check_search(ok), Ok(()), "{ok:?}");
+        }
+        for refused in ["-zzzz", "-a -\"b c\"", "or", "- -", "-\"only\""] {
+            assert!(check_search(refused).is_err(), "{refused:?}");
+        }
+        assert!(check_search(&"a".repeat(MAX_SEARCH_CHARS + 1)).is_err());
+        assert_eq!(check_search(&"a".repeat(MAX_SEARCH_CHARS)), Ok(()));
+    }
 }

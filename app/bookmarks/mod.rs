@@ -10,20 +10,23 @@ pub mod stats;
 pub mod store;
 pub mod ui;
 
+use std::sync::Arc;
+
 use axum::Router;
 use axum::extract::FromRef;
 
 use crate::sharding::access::Shards;
 use crate::sharding::tenant_rows::TenantTable;
-use crate::tenancy::TenantHeader;
+use crate::tenancy::auth::Authenticator;
 
-/// The tenant's own routes: the JSON API and the HTML UI. (`stats::routes` is the feature's
-/// one route without a tenant.)
+/// The tenant's own routes: the JSON API and the HTML UI with its sign-in. They expect the
+/// app to put them behind tenant authentication (`AppState::tenant_routes`); without it no
+/// request has a tenant. (`stats::routes` is the feature's one route without a tenant.)
 pub fn router<S>() -> Router<S>
 where
     S: Clone + Send + Sync + 'static,
     Shards: FromRef<S>,
-    TenantHeader: FromRef<S>,
+    Arc<Authenticator>: FromRef<S>,
 {
     api::routes().merge(ui::routes())
 }

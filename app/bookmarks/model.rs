@@ -15,6 +15,8 @@ pub const MAX_TITLE_CHARS: usize = 300;
 pub const MAX_NOTES_CHARS: usize = 10_000;
 pub const MAX_TAGS: usize = 20;
 pub const MAX_TAG_CHARS: usize = 40;
+/// Entries a tag list may have before duplicates and empty ones are dropped.
+pub const MAX_RAW_TAGS: usize = 5 * MAX_TAGS;
 
 #[derive(Debug, Clone, Queryable, Selectable, Serialize)]
 #[diesel(table_name = bookmarks)]
@@ -173,11 +175,24 @@ fn check_notes(raw: &str, errors: &mut Vec<FieldError>) -> String {
 }
 
 /// Tags are trimmed, lower-cased and de-duplicated in first-seen order; empty ones dropped.
+/// A list far longer than allowed is refused before any of it is looked at.
 fn check_tags(raw: &[String], errors: &mut Vec<FieldError>) -> Vec<String> {
+    if raw.len() > MAX_RAW_TAGS {
+        push(
+            errors,
+            "tags",
+            format!(
+                "at most {MAX_TAGS} tags are allowed (got {}, duplicates included)",
+                raw.len()
+            ),
+        );
+        return Vec::new();
+    }
     let mut tags: Vec<String> = Vec::new();
+    let mut seen = std::collections::HashSet::with_capacity(raw.len());
     for tag in raw {
         let tag = tag.trim().to_lowercase();
-        if tag.is_empty() || tags.contains(&tag) {
+        if tag.is_empty() || !seen.insert(tag.clone()) {
             continue;
         }
         if tag.chars().count() > MAX_TAG_CHARS {

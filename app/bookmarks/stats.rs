@@ -1,6 +1,10 @@
 //! `GET /api/stats`: per-shard counts across every shard, needing no tenant. Reads through
 //! `CrossShard` (replica-aware: cross-tenant numbers tolerate lag) and degrades to a
-//! partial answer when a shard is down.
+//! partial answer when a shard is down. Anyone may ask, so each process fans out at most
+//! once a second ([`StatsCache`]) however many ask.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use axum::extract::{FromRef, State};
 use axum::routing::get;
@@ -11,7 +15,7 @@ use super::store;
 use crate::sharding::access::Shards;
 use crate::sharding::cross_shard::{CrossShard, Server, public_reason};
 
-#[derive(Serialize)]
+#[derive(Clone, Serialize)]
 pub struct ShardStats {
     pub name: String,
     pub slots: u32,
@@ -27,10 +31,18 @@ pub struct ShardStats {
     pub error: Option<String>,
 }
 
-#[derive(Serialize)]
+#[derive(Clone, Serialize)]
 pub struct StatsView {
     pub shards: Vec<ShardStats>,
 }
+
+/// How long one answer serves every asker.
+pub const STATS_FRESH_FOR: Duration = Duration::from_secs(1);
+
+/// This process's last answer and when it was computed. One lock: askers who arrive while
+/// it is being computed wait for that answer rather than each fanning out.
+#[derive(Clone, Default)]
+pub struct StatsCache(Arc<tokio::sync::Mutex<Option<(Instant, StatsView)>>>);
 
 /// `/api/stats`: no tenant, so it passes no tenant's bulkhead.
 pub fn routes<S>() -> Router<S>
@@ -38,11 +50,28 @@ where
     S: Clone + Send + Sync + 'static,
     Shards: FromRef<S>,
     CrossShard: FromRef<S>,
+    StatsCache: FromRef<S>,
 {
     Router::new().route("/api/stats", get(stats))
 }
 
-async fn stats(State(shards): State<Shards>, cross: CrossShard) -> Json<StatsView> {
+async fn stats(
+    State(shards): State<Shards>,
+    State(cache): State<StatsCache>,
+    cross: CrossShard,
+) -> Json<StatsView> {
+    let mut last = cache.0.lock().await;
+    if let Some((at, view)) = last.as_ref()
+        && at.elapsed() < STATS_FRESH_FOR
+    {
+        return Json(view.clone());
+    }
+    let view = count(&shards, &cross).await;
+    *last = Some((Instant::now(), view.clone()));
+    Json(view)
+}
+
+async fn count(shards: &Shards, cross: &CrossShard) -> StatsView {
     let fan_out = cross
         .read(|conn| Box::pin(async move { store::shard_counts(conn).await }))
         .await;
@@ -78,5 +107,5 @@ async fn stats(State(shards): State<Shards>, cross: CrossShard) -> Json<StatsVie
             }
         })
         .collect();
-    Json(StatsView { shards })
+    StatsView { shards }
 }

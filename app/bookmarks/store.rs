@@ -109,22 +109,11 @@ pub async fn list(
     tenant: &TenantId,
     query: &ListQuery,
 ) -> Result<Page, DbError> {
-    let mut sql = b::bookmarks
-        .filter(b::tenant_id.eq(tenant.as_str()))
-        .select((Bookmark::as_select(), WaitsForIndex))
-        .order(b::id.desc())
-        .limit(query.limit + 1)
-        .into_boxed();
-    if let Some(cursor) = query.cursor {
-        sql = sql.filter(b::id.lt(cursor));
-    }
-    if let Some(tag) = &query.tag {
-        sql = sql.filter(b::tags.contains(vec![tag.clone()]));
-    }
-    if let Some(q) = &query.q {
-        sql = sql.filter(search_hits(tenant.as_str(), q));
-    }
-    let mut rows: Vec<(Bookmark, bool)> = sql.load(conn).await?;
+    let sql = page_query(tenant, query).limit(query.limit + 1);
+    let mut rows: Vec<(Bookmark, bool)> = match &query.q {
+        None => sql.load(conn).await?,
+        Some(q) => search_page(conn, tenant, query, q).await?,
+    };
     let next_cursor = if rows.len() as i64 > query.limit {
         rows.truncate(query.limit as usize);
         rows.last().map(|(last, _)| last.id)
@@ -139,6 +128,114 @@ pub async fn list(
         })
         .collect();
     Ok(Page { items, next_cursor })
+}
+
+type PageQuery<'a> = diesel::helper_types::IntoBoxed<
+    'a,
+    diesel::helper_types::Order<
+        diesel::helper_types::Select<
+            diesel::helper_types::Filter<
+                b::bookmarks,
+                diesel::helper_types::Eq<b::tenant_id, &'a str>,
+            >,
+            (
+                diesel::helper_types::AsSelect<Bookmark, diesel::pg::Pg>,
+                WaitsForIndex,
+            ),
+        >,
+        diesel::helper_types::Desc<b::id>,
+    >,
+    diesel::pg::Pg,
+>;
+
+/// The page's rows before any search: the tenant's, below the cursor, with the tag,
+/// newest first.
+fn page_query<'a>(tenant: &'a TenantId, query: &'a ListQuery) -> PageQuery<'a> {
+    let mut sql = b::bookmarks
+        .filter(b::tenant_id.eq(tenant.as_str()))
+        .select((Bookmark::as_select(), WaitsForIndex))
+        .order(b::id.desc())
+        .into_boxed();
+    if let Some(cursor) = query.cursor {
+        sql = sql.filter(b::id.lt(cursor));
+    }
+    if let Some(tag) = &query.tag {
+        sql = sql.filter(b::tags.contains(vec![tag.clone()]));
+    }
+    sql
+}
+
+/// How many of the newest rows of the page's range a search checks one by one before it
+/// turns to the index.
+const SEARCH_WINDOW: i64 = 256;
+
+/// A search's page, in two steps whose cost is bounded by what they return, not by the
+/// tenant's size. First the newest `SEARCH_WINDOW` rows of the range are checked one by one
+/// (each a primary-key probe of its document): a broad search, which matches most rows,
+/// fills its page here. Only if the page is not full does the index find the matches
+/// older than the window: a narrow search, whose matches are few.
+async fn search_page(
+    conn: &mut AsyncPgConnection,
+    tenant: &TenantId,
+    query: &ListQuery,
+    q: &str,
+) -> Result<Vec<(Bookmark, bool)>, DbError> {
+    let want = query.limit + 1;
+    // The oldest id of the window (none: the range is smaller than the window).
+    let mut window = b::bookmarks
+        .filter(b::tenant_id.eq(tenant.as_str()))
+        .select(b::id)
+        .order(b::id.desc())
+        .offset(SEARCH_WINDOW - 1)
+        .limit(1)
+        .into_boxed();
+    if let Some(cursor) = query.cursor {
+        window = window.filter(b::id.lt(cursor));
+    }
+    let edge: Option<Uuid> = window.first(conn).await.optional()?;
+    let mut recent = page_query(tenant, query).filter(search_row(q)).limit(want);
+    if let Some(edge) = edge {
+        recent = recent.filter(b::id.ge(edge));
+    }
+    let mut rows: Vec<(Bookmark, bool)> = recent.load(conn).await?;
+    if let Some(edge) = edge
+        && (rows.len() as i64) < want
+    {
+        let older: Vec<(Bookmark, bool)> = page_query(tenant, query)
+            .filter(b::id.lt(edge))
+            .filter(search_hits(tenant.as_str(), q))
+            .limit(want - rows.len() as i64)
+            .load(conn)
+            .await?;
+        rows.extend(older);
+    }
+    Ok(rows)
+}
+
+/// Whether the selected bookmark matches the web-search query q: its indexed document, or
+/// (while it waits for the reindexer) the same document computed on the fly.
+fn search_row(
+    q: &str,
+) -> diesel::expression::SqlLiteral<
+    diesel::sql_types::Bool,
+    impl diesel::query_builder::QueryFragment<diesel::pg::Pg>,
+> {
+    use diesel::dsl::sql;
+    use diesel::sql_types::{Bool, Text};
+    sql::<Bool>(
+        "(CASE WHEN EXISTS (SELECT 1 FROM search_pending p \
+         WHERE p.tenant_id = bookmarks.tenant_id AND p.bookmark_id = bookmarks.id) \
+         THEN bookmark_document(bookmarks.title, bookmarks.url, bookmarks.notes, bookmarks.tags) \
+         @@ websearch_to_tsquery('english', ",
+    )
+    .bind::<Text, _>(q.to_owned())
+    .sql(
+        ") ELSE EXISTS (SELECT 1 FROM bookmark_search s \
+         WHERE s.tenant_id = bookmarks.tenant_id AND s.bookmark_id = bookmarks.id \
+         AND s.document @@ websearch_to_tsquery('english', ",
+    )
+    .bind::<Text, _>(q.to_owned())
+    .sql(")) END)")
 }
 
 /// Whether the selected bookmark waits for the search index, computed in the list's own

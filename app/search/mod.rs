@@ -10,7 +10,7 @@ pub mod reindexer;
 
 use diesel::QueryableByName;
 use diesel::sql_types::{Integer, Text};
-use diesel_async::{AsyncPgConnection, RunQueryDsl};
+use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl, SimpleAsyncConnection};
 
 /// Rebuilds `tenant`'s documents and tag counts on the connected shard from its rows;
 /// returns how many documents it has now.
@@ -23,9 +23,16 @@ pub async fn reindex_tenant(
         #[diesel(sql_type = Integer)]
         n: i32,
     }
-    let n: N = diesel::sql_query("SELECT search_reindex_tenant($1) AS n")
-        .bind::<Text, _>(tenant)
-        .get_result(conn)
+    // A whale's rebuild can take longer than a request may: background work is bounded
+    // by its batch, not by the pool's statement timeout.
+    let n: N = conn
+        .transaction(async |c| {
+            c.batch_execute("SET LOCAL statement_timeout = 0").await?;
+            diesel::sql_query("SELECT search_reindex_tenant($1) AS n")
+                .bind::<Text, _>(tenant)
+                .get_result(c)
+                .await
+        })
         .await?;
     Ok(n.n)
 }

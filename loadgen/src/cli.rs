@@ -30,6 +30,11 @@ pub struct Args {
     /// Where to send every request (the compose stack's nginx by default).
     #[arg(long, default_value = "http://localhost:8080")]
     pub base_url: String,
+    /// The service's admin token: before the run, an API key is created for every tenant
+    /// through the admin API, and each request carries its tenant's. Without it requests
+    /// carry no key (a service in trusted_header mode only).
+    #[arg(long, env = "ADMIN_TOKEN", hide_env_values = true)]
+    pub admin_token: Option<String>,
     /// Tenant population: tenant-0001 … tenant-N.
     #[arg(long, default_value_t = 100)]
     pub tenants: usize,
@@ -96,6 +101,7 @@ impl Args {
         };
         Config {
             base_url: self.base_url.clone(),
+            admin_token: self.admin_token.clone().filter(|t| !t.is_empty()),
             tenants: self.tenants,
             zipf: self.zipf,
             whales: self.whales.clone(),

@@ -33,6 +33,8 @@ pub struct Shared {
     /// `{base}/api/bookmarks`
     api: String,
     population: Population,
+    /// `Bearer <key>` per tenant (empty: requests carry no key).
+    keys: Vec<reqwest::header::HeaderValue>,
     mix: Mix,
     /// Known bookmark ids per tenant (from prefill, creates and lists).
     known: Vec<Mutex<Vec<String>>>,
@@ -65,7 +67,11 @@ fn failure_kind(e: &reqwest::Error) -> &'static str {
 }
 
 impl Shared {
-    pub fn new(config: &Config, population: Population) -> Result<Self, reqwest::Error> {
+    pub fn new(
+        config: &Config,
+        population: Population,
+        keys: Vec<reqwest::header::HeaderValue>,
+    ) -> Result<Self, reqwest::Error> {
         let client = reqwest::Client::builder()
             .timeout(config.timeout)
             .connect_timeout(config.timeout)
@@ -93,8 +99,22 @@ impl Shared {
             )),
             progress: config.progress,
             mix: config.mix.clone(),
+            keys,
             population,
         })
+    }
+
+    /// `request` as `tenant` sends it: its header, and its key when it has one.
+    fn as_tenant(
+        &self,
+        request: reqwest::RequestBuilder,
+        tenant: usize,
+    ) -> reqwest::RequestBuilder {
+        let request = request.header("x-tenant-id", self.name(tenant));
+        match self.keys.get(tenant) {
+            Some(key) => request.header(reqwest::header::AUTHORIZATION, key.clone()),
+            None => request,
+        }
     }
 
     pub fn recorder(&self) -> &Recorder {
@@ -168,9 +188,7 @@ impl Shared {
         };
         let wants_body = op == Op::Create
             || (op == Op::List && self.known(tenant).len() < LEARN_FROM_LISTS_BELOW);
-        let (answer, body) = self
-            .send(request.header("x-tenant-id", name), wants_body)
-            .await;
+        let (answer, body) = self.send(self.as_tenant(request, tenant), wants_body).await;
         match answer.ending {
             Ending::Status(status) => self.learn(tenant, op, status, id.as_deref(), body),
             // Outcome unknown: the bookmark may still be there.
@@ -266,9 +284,7 @@ impl Shared {
     async fn prefill_one(&self, tenant: usize, k: usize) -> (usize, Answer) {
         let name = self.name(tenant);
         let request = self
-            .client
-            .post(&self.api)
-            .header("x-tenant-id", name)
+            .as_tenant(self.client.post(&self.api), tenant)
             .json(&json!({
                 "url": format!("{}/{name}/prefill-{k}", self.url_prefix),
                 "title": format!("prefill {k}"),
@@ -285,6 +301,48 @@ impl Shared {
     fn pick(&self, rng: &mut StdRng) -> (usize, Op, u64) {
         (self.population.pick(rng), self.mix.pick(rng), rng.random())
     }
+}
+
+/// How many keys are created at once.
+const PROVISION_CONCURRENCY: usize = 16;
+
+/// Creates an API key for every tenant of `population` through the service's admin API
+/// (`POST /admin/api/tenants/{tenant}/keys`, with the admin token), and returns each
+/// tenant's `Authorization` value, in population order.
+pub async fn provision_keys(
+    config: &Config,
+    population: &Population,
+    admin_token: &str,
+) -> Result<Vec<reqwest::header::HeaderValue>, String> {
+    let client = reqwest::Client::builder()
+        .timeout(config.timeout)
+        .build()
+        .map_err(|e| e.to_string())?;
+    let client = &client;
+    let answers: Vec<Result<reqwest::header::HeaderValue, String>> =
+        futures::stream::iter(population.names())
+            .map(|name| async move {
+                let url = format!("{}/admin/api/tenants/{name}/keys", config.base());
+                let res = client
+                    .post(&url)
+                    .bearer_auth(admin_token)
+                    .json(&json!({ "note": "loadgen" }))
+                    .send()
+                    .await
+                    .map_err(|e| format!("{url}: {e}"))?;
+                let status = res.status();
+                let body: Value = res.json().await.unwrap_or_default();
+                let key = body["key"]
+                    .as_str()
+                    .filter(|_| status.is_success())
+                    .ok_or_else(|| format!("{url} answered {status}: {body}"))?;
+                reqwest::header::HeaderValue::from_str(&format!("Bearer {key}"))
+                    .map_err(|e| e.to_string())
+            })
+            .buffered(PROVISION_CONCURRENCY)
+            .collect()
+            .await;
+    answers.into_iter().collect()
 }
 
 /// Creates `config.prefill` bookmarks per tenant, at most `prefill_concurrency` at a time.

@@ -48,6 +48,10 @@ pub enum Load {
 pub struct Config {
     /// Where to send every request (the compose stack's nginx by default).
     pub base_url: String,
+    /// Creates an API key per tenant through the admin API before the run (see
+    /// [`driver::provision_keys`]); `None` sends no keys.
+    #[serde(skip)]
+    pub admin_token: Option<String>,
     /// Population size: `tenant-0001` … `tenant-N`.
     pub tenants: usize,
     /// Zipf exponent over the population; 0 is uniform.
@@ -79,6 +83,7 @@ impl Default for Config {
     fn default() -> Self {
         Config {
             base_url: "http://localhost:8080".to_owned(),
+            admin_token: None,
             tenants: 100,
             zipf: 0.0,
             whales: Vec::new(),
@@ -166,7 +171,7 @@ impl Config {
     }
 
     /// `base_url` without a trailing slash, for appending `/api/…`.
-    fn base(&self) -> &str {
+    pub(crate) fn base(&self) -> &str {
         self.base_url.trim_end_matches('/')
     }
 }
@@ -178,13 +183,21 @@ pub enum RunError {
     Config(#[from] ConfigError),
     #[error("cannot build the HTTP client: {0}")]
     Client(#[from] reqwest::Error),
+    #[error("cannot create the tenants' API keys: {0}")]
+    Keys(String),
 }
 
 /// Prefills, then sends load as configured until the duration or request count is reached
 /// and every sent request has ended; returns what was measured.
 pub async fn run(config: &Config) -> Result<Report, RunError> {
     let population = config.validate()?;
-    let shared = std::sync::Arc::new(driver::Shared::new(config, population)?);
+    let keys = match &config.admin_token {
+        Some(token) => driver::provision_keys(config, &population, token)
+            .await
+            .map_err(RunError::Keys)?,
+        None => Vec::new(),
+    };
+    let shared = std::sync::Arc::new(driver::Shared::new(config, population, keys)?);
     let prefill = driver::prefill(&shared, config).await;
     let window = match config.load {
         Load::Open {

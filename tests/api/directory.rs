@@ -16,10 +16,6 @@ fn directory_on(ttl_ms: Option<u64>) -> String {
     format!("[sharding]\ndirectory_router = true\n{ttl}")
 }
 
-async fn control_sql(layout: &Layout, query: &str) -> Vec<Vec<Option<String>>> {
-    sql(layout.control.0, &layout.control.1, query).await
-}
-
 /// Polls every app until each serves `tenant` from `shard`; returns how long that took.
 async fn until_all_route(
     apps: &[&TestApp],
@@ -137,40 +133,16 @@ async fn after_losing_its_listener_a_process_forgets_what_changed_while_it_was_a
 
     // Cut the listener's session, and change the pin before it can reconnect (its first
     // retry waits 250 ms).
-    let listener = format!(
-        "FROM pg_stat_activity WHERE application_name = 'bookmarks-directory-listener' \
-         AND datname = '{}'",
-        layout.control.1
-    );
-    let killed = control_sql(
-        &layout,
-        &format!("SELECT pg_terminate_backend(pid) {listener}"),
-    )
-    .await;
-    assert_eq!(killed.len(), 1, "exactly one listener session");
-    let gone = eventually(Duration::from_secs(2), || async {
-        control_sql(&layout, &format!("SELECT pid {listener}"))
-            .await
-            .is_empty()
-    })
-    .await;
-    assert!(gone);
+    cut_control_listener(&layout).await;
     pin_by_sql(&layout, &tenant, pinned).await;
     let changed_at = directory_row_changed_at(&layout, &tenant).await;
 
     // Well before the 30 s TTL, the reconnected listener has flushed the stale entry.
     until_all_route(&[&app], &tenant, pinned, Duration::from_secs(5)).await;
-    let reconnected_after_change = control_sql(
-        &layout,
-        &format!(
-            "SELECT backend_start > '{}'::timestamptz {listener}",
-            changed_at[0][0].as_deref().unwrap()
-        ),
-    )
-    .await;
-    assert_eq!(
+    let reconnected_after_change =
+        control_listener_started_after(&layout, changed_at[0][0].as_deref().unwrap()).await;
+    assert!(
         reconnected_after_change,
-        vec![vec![Some("t".to_owned())]],
         "the pin changed while the listener was away, so only the flush can have evicted it"
     );
     let (stats, _) = actuator(&app).await;
@@ -213,6 +185,12 @@ async fn with_the_control_database_stopped_cached_tenants_are_served_and_uncache
     for tenant in [&pinned_tenant, &plain_tenant] {
         assert!(until_cached(&app, tenant).await, "{tenant} is cached");
     }
+    // A tenant whose key this process knows but whose placement it never looked up, and
+    // one whose key it has never seen.
+    let stranger = unique("stranger");
+    app.check_key(&stranger).await;
+    let unseen = unique("unseen");
+    app.key(&unseen).await;
 
     control.container.stop_with_timeout(Some(5)).await.unwrap();
     assert!(until_listener(&app, false).await);
@@ -233,7 +211,6 @@ async fn with_the_control_database_stopped_cached_tenants_are_served_and_uncache
     assert_eq!(created["shard"], pinned);
 
     // A tenant with nothing cached is refused, quickly, naming the control database.
-    let stranger = unique("stranger");
     let started = Instant::now();
     let res = app.get_as("/api/bookmarks", &stranger).await;
     assert!(
@@ -250,6 +227,11 @@ async fn with_the_control_database_stopped_cached_tenants_are_served_and_uncache
         !body.to_string().contains("refused"),
         "no driver text: {body}"
     );
+    // A key nobody here has checked cannot be checked now: 503, never a pass.
+    let res = app.get_as("/api/bookmarks", &unseen).await;
+    assert_eq!(res.status(), 503);
+    let body: Value = res.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "auth_unavailable", "{body}");
     let (stats, health) = actuator(&app).await;
     assert!(stats["stale_hits"].as_u64().unwrap() >= 2, "{stats}");
     assert!(

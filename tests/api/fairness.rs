@@ -13,7 +13,7 @@ const TOKEN: &str = "test-admin-token-0123456789";
 async fn create_on(app: &TestApp, tenant: &str, url: &str) -> (String, String) {
     let res = app
         .post("/api/bookmarks")
-        .header("X-Tenant-Id", tenant)
+        .headers(app.tenant(tenant).await)
         .json(&json!({ "url": url, "title": "held" }))
         .send()
         .await
@@ -27,7 +27,9 @@ async fn create_on(app: &TestApp, tenant: &str, url: &str) -> (String, String) {
 #[tokio::test]
 async fn the_bulkhead_answers_429_to_one_tenants_excess_while_another_tenant_is_served() {
     let layout = layout("[tenancy]\nmax_in_flight_per_tenant = 2").await;
-    let app = TestApp::spawn(layout.settings(), "fair-1").await;
+    let mut options = test_options("fair-1");
+    options.admin_token = bookmarks_sharded::admin::AdminToken::from_env_value(TOKEN).unwrap();
+    let app = TestApp::spawn_with(layout.settings(), options).await;
     let (id, shard) = create_on(&app, "whale", "https://example.com/held").await;
     let (port, db) = port_of(&layout, &shard);
 
@@ -39,10 +41,11 @@ async fn the_bulkhead_answers_429_to_one_tenants_excess_while_another_tenant_is_
         ))
         .await
         .unwrap();
+    let whale = app.tenant("whale").await;
     let held: Vec<_> = (0..2)
         .map(|i| {
             app.patch(&format!("/api/bookmarks/{id}"))
-                .header("X-Tenant-Id", "whale")
+                .headers(whale.clone())
                 .json(&json!({ "title": format!("update {i}") }))
                 .send()
         })
@@ -92,7 +95,7 @@ async fn the_bulkhead_answers_429_to_one_tenants_excess_while_another_tenant_is_
         assert_eq!(update.await.unwrap().unwrap().status(), 200);
     }
     assert_eq!(app.get_as("/api/bookmarks", "whale").await.status(), 200);
-    let metrics = app.metrics_text().await;
+    let metrics = app.metrics_text_as(TOKEN).await;
     assert!(
         metrics.lines().any(|l| l
             .starts_with("tenant_busiest_rejected{rank=\"1\",tenant=\"whale\"")
@@ -143,8 +146,12 @@ async fn a_dominating_tenant_shows_in_metrics_and_on_the_admin_page_with_the_com
         }
     }
 
+    // Who the customers are is no one's business but the operator's.
+    let open = app.metrics_text().await;
+    assert!(!open.contains("acme-corp"), "{open}");
+    assert!(open.contains("http_requests_total"), "{open}");
     // acme-corp: 300 of the shard's 400 requests.
-    let metrics = app.metrics_text().await;
+    let metrics = app.metrics_text_as(TOKEN).await;
     let expected = format!(
         "tenant_busiest_requests{{rank=\"1\",tenant=\"acme-corp\",shard=\"{whale_shard}\"}} 300"
     );

@@ -49,9 +49,20 @@ fn delta(before: &BTreeMap<String, u64>, after: &BTreeMap<String, u64>) -> BTree
         .collect()
 }
 
+/// The admin token loadgen creates its tenants' API keys with.
+const TOKEN: &str = "loadgen-test-admin-token";
+
+/// The app with its admin page on, for loadgen to create keys through.
+async fn spawn(settings: bookmarks_sharded::configuration::Settings, name: &str) -> TestApp {
+    let mut options = test_options(name);
+    options.admin_token = bookmarks_sharded::admin::AdminToken::from_env_value(TOKEN).unwrap();
+    TestApp::spawn_with(settings, options).await
+}
+
 fn config(app: &TestApp) -> Config {
     Config {
         base_url: app.base.clone(),
+        admin_token: Some(TOKEN.to_owned()),
         tenants: 10,
         seed: 7,
         load: Load::Open {
@@ -75,7 +86,7 @@ async fn run(config: &Config) -> Report {
 async fn the_json_reports_request_counts_match_the_servers_own_request_counter() {
     let _alone = alone().await;
     let l = layout("").await;
-    let app = TestApp::spawn(l.settings(), "loadgen-counts").await;
+    let app = spawn(l.settings(), "loadgen-counts").await;
     let config = Config {
         prefill: 2,
         whales: vec!["acme-corp=0.3".parse().unwrap()],
@@ -156,7 +167,7 @@ async fn the_json_reports_request_counts_match_the_servers_own_request_counter()
 async fn a_whale_configured_at_half_gets_half_of_all_requests() {
     let _alone = alone().await;
     let l = layout("").await;
-    let app = TestApp::spawn(l.settings(), "loadgen-whale").await;
+    let app = spawn(l.settings(), "loadgen-whale").await;
     let config = Config {
         tenants: 20,
         // Also warms the app's connection pools: a cold start at 100/s queues behind
@@ -203,7 +214,7 @@ async fn a_whale_configured_at_half_gets_half_of_all_requests() {
 async fn a_stopped_shard_shows_up_as_errors_only_for_that_shards_tenants() {
     let _alone = alone().await;
     let (_main, doomed, layout) = split_servers("bookmarks-loadgen-net").await;
-    let app = TestApp::spawn(layout.settings(), "loadgen-outage").await;
+    let app = spawn(layout.settings(), "loadgen-outage").await;
     let ready = eventually(Duration::from_secs(30), || async {
         app.get("/ready").send().await.unwrap().status() == 200
     })

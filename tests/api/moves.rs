@@ -317,7 +317,7 @@ async fn writer(
                 let title = format!("w{who}-{n}");
                 let res = app
                     .patch(&format!("/api/bookmarks/{id}"))
-                    .header("X-Tenant-Id", &tenant)
+                    .headers(app.tenant(&tenant).await)
                     .json(&json!({"title": title}))
                     .send()
                     .await
@@ -327,7 +327,7 @@ async fn writer(
             (2, Some(id)) => {
                 let res = app
                     .delete(&format!("/api/bookmarks/{id}"))
-                    .header("X-Tenant-Id", &tenant)
+                    .headers(app.tenant(&tenant).await)
                     .send()
                     .await
                     .unwrap();
@@ -336,7 +336,7 @@ async fn writer(
             _ => {
                 let res = app
                     .post("/api/bookmarks")
-                    .header("X-Tenant-Id", &tenant)
+                    .headers(app.tenant(&tenant).await)
                     .json(&json!({"url": format!("https://load.example/{who}/{n}")}))
                     .send()
                     .await
@@ -537,7 +537,7 @@ async fn killed_moves_resume_to_the_end_from_every_step() {
         assert_eq!(tool.status(id)["state"], state, "{point}");
         let write = app
             .post("/api/bookmarks")
-            .header("X-Tenant-Id", &t)
+            .headers(app.tenant(&t).await)
             .json(&json!({"url": format!("https://{point}.example/late")}))
             .send()
             .await
@@ -907,7 +907,7 @@ async fn a_replica_still_routing_to_the_source_after_the_re_pin_is_refused_there
 
     let res = stale
         .post("/api/bookmarks")
-        .header("X-Tenant-Id", &t)
+        .headers(stale.tenant(&t).await)
         .json(&json!({"url": "https://stale.example/2"}))
         .send()
         .await

@@ -106,7 +106,7 @@ async fn rows_not_yet_indexed_are_found_and_marked_as_waiting() {
     assert_eq!(found["items"][0]["indexed"], false);
     let html = app
         .get("/")
-        .header("X-Tenant-Id", "hooli")
+        .headers(app.tenant("hooli").await)
         .send()
         .await
         .unwrap()

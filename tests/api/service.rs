@@ -116,7 +116,7 @@ async fn tenants_sharing_a_shard_cannot_see_or_touch_each_others_bookmarks() {
             .json(&json!({"title": "stolen"})),
         app.delete(&format!("/api/bookmarks/{id}")),
     ] {
-        let res = req.header("X-Tenant-Id", b).send().await.unwrap();
+        let res = req.headers(app.tenant(b).await).send().await.unwrap();
         assert_eq!(res.status(), 404);
     }
     let tags: Value = app.get_json("/api/tags", b).await;
@@ -149,11 +149,8 @@ async fn expect_error(res: reqwest::Response, status: u16, code: &str) -> Value 
 async fn bad_input_gets_a_specific_json_4xx_never_a_500() {
     let (app, _) = app().await;
     let t = "validation-tenant";
-    let post = |body: Value| {
-        app.post("/api/bookmarks")
-            .header("X-Tenant-Id", t)
-            .json(&body)
-    };
+    let as_t = app.tenant(t).await;
+    let post = |body: Value| app.post("/api/bookmarks").headers(as_t.clone()).json(&body);
 
     for (body, field) in [
         (json!({"url": "ftp://example.com"}), "url"),
@@ -208,7 +205,7 @@ async fn bad_input_gets_a_specific_json_4xx_never_a_500() {
 
     let raw = |body: &'static str| {
         app.post("/api/bookmarks")
-            .header("X-Tenant-Id", t)
+            .headers(as_t.clone())
             .header("content-type", "application/json")
             .body(body)
     };
@@ -235,7 +232,7 @@ async fn bad_input_gets_a_specific_json_4xx_never_a_500() {
     .await;
     expect_error(
         app.post("/api/bookmarks")
-            .header("X-Tenant-Id", t)
+            .headers(as_t.clone())
             .body("{}")
             .send()
             .await
@@ -250,7 +247,7 @@ async fn bad_input_gets_a_specific_json_4xx_never_a_500() {
     );
     expect_error(
         app.post("/api/bookmarks")
-            .header("X-Tenant-Id", t)
+            .headers(as_t.clone())
             .header("content-type", "application/json")
             .body(huge)
             .send()
@@ -277,52 +274,47 @@ async fn bad_input_gets_a_specific_json_4xx_never_a_500() {
         (app.get("/api/bookmarks?cursor=zzz"), 400, "invalid_cursor"),
     ];
     for (request, status, code) in cases {
-        let res = request.header("X-Tenant-Id", t).send().await.unwrap();
+        let res = request.headers(as_t.clone()).send().await.unwrap();
         expect_error(res, status, code).await;
     }
     app.stop().await;
 }
 
 #[tokio::test]
-async fn a_missing_or_malformed_tenant_id_is_a_400_that_says_why() {
+async fn a_missing_key_is_a_401_and_a_malformed_tenant_header_a_400_that_says_why() {
     let (app, _) = app().await;
-    let body = expect_error(
-        app.get("/api/bookmarks").send().await.unwrap(),
-        400,
-        "missing_tenant",
-    )
-    .await;
+    let missing = app.get("/api/bookmarks").send().await.unwrap();
+    assert_eq!(missing.headers()["www-authenticate"], "Bearer");
+    let body = expect_error(missing, 401, "missing_credentials").await;
     assert!(
         body["error"]["message"]
             .as_str()
             .unwrap()
-            .contains("X-Tenant-Id")
+            .contains("Authorization: Bearer")
     );
+    let longest = "a".repeat(64);
+    let key = format!("Bearer {}", app.key(&longest).await);
     for (bad, why) in [
         ("", "empty"),
         ("-starts-with-dash", "start with a letter or digit"),
         ("has space", "only contain"),
         ("semi;colon", "only contain"),
+        (&"a".repeat(65), "longer than 64"),
     ] {
-        let body = expect_error(
-            app.get_as("/api/bookmarks", bad).await,
-            400,
-            "invalid_tenant",
-        )
-        .await;
+        let res = app
+            .get("/api/bookmarks")
+            .header("authorization", &key)
+            .header("X-Tenant-Id", bad)
+            .send()
+            .await
+            .unwrap();
+        let body = expect_error(res, 400, "invalid_tenant").await;
         assert!(
             body["error"]["message"].as_str().unwrap().contains(why),
             "{bad:?}: {body}"
         );
     }
-    let long = "a".repeat(65);
-    expect_error(
-        app.get_as("/api/bookmarks", &long).await,
-        400,
-        "invalid_tenant",
-    )
-    .await;
-    let ok = app.get_as("/api/bookmarks", &"a".repeat(64)).await;
+    let ok = app.get_as("/api/bookmarks", &longest).await;
     assert_eq!(ok.status(), 200);
     app.stop().await;
 }
@@ -365,7 +357,7 @@ async fn lists_are_newest_first_with_keyset_pages_tag_filter_and_search() {
             "/api/bookmarks?limit=3&cursor={}",
             page2["next_cursor"].as_str().unwrap()
         ))
-        .header("X-Tenant-Id", t)
+        .headers(app.tenant(t).await)
         .send()
         .await
         .unwrap()
@@ -390,6 +382,9 @@ async fn lists_are_newest_first_with_keyset_pages_tag_filter_and_search() {
         .get_json("/api/bookmarks?q=item%20-even%20-odd", t)
         .await;
     assert_eq!(none["items"].as_array().unwrap().len(), 0);
+    // A search that only leaves words out would scan the tenant: it is refused.
+    let only_not = app.get_as("/api/bookmarks?q=-zzzz", t).await;
+    expect_error(only_not, 400, "invalid_query").await;
     app.stop().await;
 }
 
@@ -411,7 +406,7 @@ async fn a_tenant_reads_its_own_writes_immediately_and_can_edit_and_delete() {
     let id = b["id"].as_str().unwrap();
     let patched: Value = app
         .patch(&format!("/api/bookmarks/{id}"))
-        .header("X-Tenant-Id", t)
+        .headers(app.tenant(t).await)
         .json(&json!({"title": "after", "tags": ["New", "new", " two "]}))
         .send()
         .await
@@ -425,7 +420,7 @@ async fn a_tenant_reads_its_own_writes_immediately_and_can_edit_and_delete() {
     assert_eq!(patched["id"], b["id"], "ids never change");
     let conflict = app
         .patch(&format!("/api/bookmarks/{id}"))
-        .header("X-Tenant-Id", t)
+        .headers(app.tenant(t).await)
         .json(&json!({"url": "https://r.example/0"}))
         .send()
         .await
@@ -433,7 +428,7 @@ async fn a_tenant_reads_its_own_writes_immediately_and_can_edit_and_delete() {
     assert_eq!(conflict.status(), 409);
     let del = app
         .delete(&format!("/api/bookmarks/{id}"))
-        .header("X-Tenant-Id", t)
+        .headers(app.tenant(t).await)
         .send()
         .await
         .unwrap();
@@ -664,28 +659,69 @@ fn cookie_value(res: &reqwest::Response, name: &str) -> Option<String> {
 }
 
 #[tokio::test]
-async fn the_html_ui_picks_a_tenant_by_cookie_escapes_output_and_refuses_cross_site_forms() {
+async fn the_html_ui_signs_in_with_a_key_escapes_output_and_refuses_cross_site_forms() {
     let (app, layout) = app().await;
     let home = app.get("/").send().await.unwrap();
     assert_eq!(home.status(), 200);
     let csrf = cookie_value(&home, "csrf").expect("a csrf cookie is set");
     let html = home.text().await.unwrap();
-    assert!(html.contains("Choose a tenant") && html.contains(&csrf));
-
+    assert!(html.contains("Sign in") && html.contains(&csrf), "{html}");
     let jar = format!("csrf={csrf}");
-    let chosen = post_form(
+
+    // No tenant without a key: a wrong key, another tenant's key, a malformed tenant.
+    let key = app.key("ui-tenant").await;
+    let others = app.key("ui-other").await;
+    for (tenant, key, status) in [
+        ("ui-tenant", "bks_nonsense", 401),
+        ("ui-tenant", others.as_str(), 401),
+        ("<b>", key.as_str(), 400),
+    ] {
+        let refused = post_form(
+            &app,
+            "/signin",
+            &jar,
+            &[("tenant", tenant), ("key", key), ("csrf", csrf.as_str())],
+        )
+        .await;
+        assert_eq!(refused.status(), status, "{tenant} {key}");
+        assert_eq!(cookie_value(&refused, "session"), None);
+        assert!(!refused.text().await.unwrap().contains("<b>"));
+    }
+    let forged_signin = post_form(
         &app,
-        "/tenant",
+        "/signin",
         &jar,
-        &[("tenant", "ui-tenant"), ("csrf", csrf.as_str())],
+        &[("tenant", "ui-tenant"), ("key", &key), ("csrf", "guess")],
     )
     .await;
-    assert_eq!(chosen.status(), 303);
-    assert_eq!(
-        cookie_value(&chosen, "tenant").as_deref(),
-        Some("ui-tenant")
+    assert_eq!(forged_signin.status(), 403);
+
+    let signed_in = post_form(
+        &app,
+        "/signin",
+        &jar,
+        &[
+            ("tenant", "ui-tenant"),
+            ("key", &key),
+            ("csrf", csrf.as_str()),
+        ],
+    )
+    .await;
+    assert_eq!(signed_in.status(), 303);
+    let set_cookie = signed_in
+        .headers()
+        .get_all("set-cookie")
+        .iter()
+        .map(|v| v.to_str().unwrap().to_owned())
+        .find(|c| c.starts_with("session="))
+        .expect("a session cookie is set");
+    assert!(
+        set_cookie.contains("HttpOnly") && set_cookie.contains("SameSite=Strict"),
+        "{set_cookie}"
     );
-    let jar = format!("csrf={csrf}; tenant=ui-tenant");
+    assert!(!set_cookie.contains(&key), "the key is not in the cookie");
+    let session = cookie_value(&signed_in, "session").unwrap();
+    let jar = format!("csrf={csrf}; session={session}");
 
     let forged = post_form(
         &app,
@@ -741,18 +777,15 @@ async fn the_html_ui_picks_a_tenant_by_cookie_escapes_output_and_refuses_cross_s
     );
     assert!(html.contains("ui-tenant") && html.contains(">rust<"));
 
-    // The header wins over the cookie.
-    let other: Value = app
+    // The session acts for its tenant only: a header naming another is refused.
+    let other = app
         .get("/api/bookmarks")
         .header("cookie", &jar)
         .header("X-Tenant-Id", "someone-else")
         .send()
         .await
-        .unwrap()
-        .json()
-        .await
         .unwrap();
-    assert_eq!(other["tenant"], "someone-else");
+    expect_error(other, 403, "tenant_mismatch").await;
     let mine: Value = app
         .get("/api/bookmarks")
         .header("cookie", &jar)
@@ -764,15 +797,55 @@ async fn the_html_ui_picks_a_tenant_by_cookie_escapes_output_and_refuses_cross_s
         .unwrap();
     assert_eq!(mine["items"][0]["title"], "<script>alert('x')</script>");
 
-    let bad_tenant = post_form(
-        &app,
-        "/tenant",
-        &jar,
-        &[("tenant", "<b>"), ("csrf", csrf.as_str())],
-    )
+    // A forged session signs nobody in.
+    let forged_jar = format!("csrf={csrf}; session=ui-tenant%3A00%3A99999999999");
+    let api = app
+        .get("/api/bookmarks")
+        .header("cookie", &forged_jar)
+        .send();
+    expect_error(api.await.unwrap(), 401, "invalid_session").await;
+    let page = app
+        .get("/")
+        .header("cookie", &forged_jar)
+        .send()
+        .await
+        .unwrap();
+    assert!(page.text().await.unwrap().contains("Sign in"));
+
+    // Signing out ends the session; so does revoking its key, on the next request.
+    let out = post_form(&app, "/signout", &jar, &[("csrf", csrf.as_str())]).await;
+    assert_eq!(out.status(), 303);
+    assert!(
+        out.headers()
+            .get_all("set-cookie")
+            .iter()
+            .any(|c| c.to_str().unwrap().starts_with("session=;")),
+        "the cookie is removed"
+    );
+    let still = app
+        .get("/api/bookmarks")
+        .header("cookie", &jar)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        still.status(),
+        200,
+        "a copied cookie works until its key is revoked"
+    );
+    revoke_keys(&app.settings, "ui-tenant").await;
+    let ended = eventually(Duration::from_secs(1), || async {
+        let res = app
+            .get("/api/bookmarks")
+            .header("cookie", &jar)
+            .send()
+            .await;
+        res.is_ok_and(|r| r.status() == 401)
+    })
     .await;
-    assert_eq!(bad_tenant.status(), 400);
-    assert!(!bad_tenant.text().await.unwrap().contains("<b>"));
+    assert!(ended, "a revoked key ends its sessions within a second");
+    let page = app.get("/").header("cookie", &jar).send().await.unwrap();
+    assert!(page.text().await.unwrap().contains("Sign in"));
     app.stop().await;
 }
 
@@ -841,15 +914,20 @@ async fn sharded_db_tx_commits_or_rolls_back_on_the_tenants_own_shard() {
     let app = bookmarks_sharded::startup::Application::build(l.settings(), options)
         .await
         .unwrap();
-    let router = axum::Router::new()
-        .route(
-            "/tx/{fail}",
-            axum::routing::post(two_rows_in_one_transaction),
-        )
+    // A route of one's own, as a tenant route: behind the app's tenant authentication.
+    let routes = axum::Router::new().route(
+        "/tx/{fail}",
+        axum::routing::post(two_rows_in_one_transaction),
+    );
+    let router = app
+        .state()
+        .tenant_routes(routes)
         .with_state(app.state().clone());
+    let key = format!("Bearer {}", create_key(&l.settings(), "tx-tenant").await);
     let call = |fail: bool| {
         let req = axum::http::Request::post(format!("/tx/{fail}"))
             .header("X-Tenant-Id", "tx-tenant")
+            .header("authorization", &key)
             .body(axum::body::Body::empty())
             .unwrap();
         router.clone().oneshot(req)
@@ -889,7 +967,7 @@ async fn a_wrong_method_and_a_timed_out_request_answer_in_the_json_error_format(
     let (app, layout) = app().await;
     let res = app
         .delete("/api/tags")
-        .header("X-Tenant-Id", "hooli")
+        .headers(app.tenant("hooli").await)
         .send()
         .await
         .unwrap();
