@@ -15,8 +15,9 @@ export BOOKMARKS_HTTP_PORT=${BOOKMARKS_HTTP_PORT:-18080}
 docker compose up -d --wait >/dev/null 2>&1 || docker compose up -d >/dev/null
 until curl -sf -o /dev/null "$base/ready"; do sleep 1; done
 
+declare -A KEYS=([acme-corp]=$(key_for acme-corp) [hooli]=$(key_for hooli))
 # One request as a tenant: "status seconds".
-probe() { curl -s -o /dev/null -w '%{http_code} %{time_total}' "$base/api/bookmarks" -H "X-Tenant-Id: $1"; }
+probe() { curl -s -o /dev/null -w '%{http_code} %{time_total}' "$base/api/bookmarks" -H "Authorization: Bearer ${KEYS[$1]}"; }
 # The slowest of 20 requests as a tenant, in ms, and their statuses.
 slowest() {
 	local worst=0 statuses=""

@@ -9,7 +9,8 @@
 # It starts a throwaway Postgres 15 (Debian's binaries, initdb into a temp dir, loopback
 # only, fsync off as in the tests), creates the control and shard databases, migrates them
 # with `bookmarks migrate`, seeds one tenant with ROWS bookmarks, starts the real app
-# (`bookmarks serve`, one shard plus control, directory routing on, default logging) and
+# (`bookmarks serve`, one shard plus control, directory routing on, API keys, default
+# logging; every request carries the tenant's key, so each pays a cached key check) and
 # the bare handler (examples/bare_list.rs: axum + deadpool + diesel-async, the app's own
 # `store` queries and JSON shapes, no middleware, same pool size and recycling method),
 # and measures on loopback with `wrk -t$THREADS -c$CONNS -d$DURATION --latency`, after a
@@ -159,6 +160,7 @@ cat >"$CONFIG" <<-TOML
 	enabled = true
 	source = "header"
 	header = "X-Tenant-Id"
+	auth = "api_key"
 
 	[sharding]
 	pins = {}
@@ -190,6 +192,9 @@ FROM generate_series(1, $ROWS) AS i,
 " >/dev/null
 shard_sql "VACUUM ANALYZE" >/dev/null
 GET_ID=$(shard_sql "SELECT id FROM bookmarks WHERE tenant_id = '$TENANT' ORDER BY id OFFSET $((ROWS / 2)) LIMIT 1")
+KEY=$("${APP_ENV[@]}" "$APP_BIN" --config "$CONFIG" keys create "$TENANT" --note bench --key-only)
+# Both servers get the same headers; the bare handler ignores the key.
+AUTH="Authorization: Bearer $KEY"
 
 # --- servers -------------------------------------------------------------------------------
 log "starting the app on 127.0.0.1:$APP_PORT and the bare handler on 127.0.0.1:$BARE_PORT"
@@ -204,7 +209,7 @@ wait_up() {
 	local url=$1 pid=$2 name=$3 i
 	for i in $(seq 1 100); do
 		kill -0 "$pid" 2>/dev/null || { tail -20 "$WORK/$name.log" >&2; die "$name exited"; }
-		curl -fs -o /dev/null "$url" -H "X-Tenant-Id: $TENANT" && return
+		curl -fs -o /dev/null "$url" -H "X-Tenant-Id: $TENANT" -H "$AUTH" && return
 		sleep 0.1
 	done
 	die "$name did not answer at $url"
@@ -214,9 +219,9 @@ wait_up "http://127.0.0.1:$BARE_PORT/api/bookmarks" "$BARE_PID" bare
 
 # Both answer the same shapes.
 for port in "$APP_PORT" "$BARE_PORT"; do
-	n=$(curl -fs "http://127.0.0.1:$port/api/bookmarks" -H "X-Tenant-Id: $TENANT" | jq '.items | length')
+	n=$(curl -fs "http://127.0.0.1:$port/api/bookmarks" -H "X-Tenant-Id: $TENANT" -H "$AUTH" | jq '.items | length')
 	[ "$n" = 20 ] || die "list on port $port returned $n items, not 20"
-	id=$(curl -fs "http://127.0.0.1:$port/api/bookmarks/$GET_ID" -H "X-Tenant-Id: $TENANT" | jq -r .id)
+	id=$(curl -fs "http://127.0.0.1:$port/api/bookmarks/$GET_ID" -H "X-Tenant-Id: $TENANT" -H "$AUTH" | jq -r .id)
 	[ "$id" = "$GET_ID" ] || die "get on port $port returned id $id"
 done
 
@@ -236,7 +241,7 @@ wait_backlog() {
 log "capturing the list SQL"
 psql_as postgres postgres -c "ALTER SYSTEM SET log_statement = 'all'" -c "SELECT pg_reload_conf()" >/dev/null
 sleep 0.5
-curl -fs -o /dev/null "http://127.0.0.1:$APP_PORT/api/bookmarks" -H "X-Tenant-Id: $TENANT"
+curl -fs -o /dev/null "http://127.0.0.1:$APP_PORT/api/bookmarks" -H "X-Tenant-Id: $TENANT" -H "$AUTH"
 sleep 0.5
 psql_as postgres postgres -c "ALTER SYSTEM RESET log_statement" -c "SELECT pg_reload_conf()" >/dev/null
 # `LOG:  execute <name>: SELECT … FROM "bookmarks" … ORDER BY "bookmarks"."id" DESC …`
@@ -262,6 +267,7 @@ printf '   %s\n   params: %s\n' "$LIST_SQL" "${PARAMS#*parameters: }" >&2
 if [ -n "${HOLD:-}" ]; then
 	log "HOLD: app http://127.0.0.1:$APP_PORT (pid $APP_PID), bare http://127.0.0.1:$BARE_PORT (pid $BARE_PID),"
 	log "      postgres 127.0.0.1:$PGPORT (user bookmarks), tenant $TENANT, id $GET_ID, dir $WORK; Ctrl-C ends"
+	log "      $AUTH"
 	sleep infinity &
 	wait $! || true
 	exit 0
@@ -306,6 +312,7 @@ cat >"$WORK/create.lua" <<-'LUA'
 	function init(args)
 	    prefix = args[1]
 	    tenant = args[2]
+	    auth = args[3]
 	    counter = 0
 	end
 	function request()
@@ -314,7 +321,8 @@ cat >"$WORK/create.lua" <<-'LUA'
 	        '{"url":"https://example.com/%s/%d/%d","title":"wrk %d","tags":["bench","wrk"]}',
 	        prefix, tid, counter, counter)
 	    return wrk.format("POST", "/api/bookmarks",
-	        {["Content-Type"] = "application/json", ["X-Tenant-Id"] = tenant}, body)
+	        {["Content-Type"] = "application/json", ["X-Tenant-Id"] = tenant,
+	         ["Authorization"] = auth}, body)
 	end
 LUA
 
@@ -330,8 +338,8 @@ wrk_run() {
 		;;
 	esac
 	local out=$WORK/wrk-$name.txt
-	wrk -t"$THREADS" -c"$CONNS" -d"$dur" --latency -H "X-Tenant-Id: $TENANT" "${args[@]}" \
-		"http://127.0.0.1:$port$url" ${args:+-- "$name-$$-$(date +%s%N)" "$TENANT"} >"$out" 2>&1
+	wrk -t"$THREADS" -c"$CONNS" -d"$dur" --latency -H "X-Tenant-Id: $TENANT" -H "$AUTH" "${args[@]}" \
+		"http://127.0.0.1:$port$url" ${args:+-- "$name-$$-$(date +%s%N)" "$TENANT" "Bearer $KEY"} >"$out" 2>&1
 	if grep -q -e 'Non-2xx' -e 'Socket errors' "$out"; then
 		log "warning: $name: $(grep -e 'Non-2xx' -e 'Socket errors' "$out" | tr -s ' ')"
 	fi

@@ -11,7 +11,8 @@
 # one tenant of ROWS bookmarks, the app and the bare handler), with both servers running
 # under `valgrind --tool=callgrind`. For each server it sends REQUESTS warm-up
 # `GET /api/bookmarks/{id}` over four keep-alive connections, zeroes the counters, sends
-# REQUESTS more, and prints the user-space instructions per request (background work that
+# REQUESTS more (each with the tenant's API key: the app checks it, from its cache after
+# the first), and prints the user-space instructions per request (background work that
 # runs meanwhile, such as the liveness checks, is counted too, as it is in every run).
 #
 # Needs what bench-request-path.sh needs, plus valgrind (installed with apt-get as root).
@@ -45,7 +46,7 @@ wrapper() {
 	cat >"$WORK/$name" <<-SH
 		#!/bin/sh
 		case " \$* " in
-		*" migrate "*) exec "$real" "\$@" ;;
+		*" migrate "* | *" keys "*) exec "$real" "\$@" ;;
 		esac
 		exec valgrind --tool=callgrind --callgrind-out-file="$WORK/$name.%p.out" "$real" "\$@"
 	SH
@@ -67,14 +68,15 @@ app_url=$(grep -o 'app http://[0-9.:]*' <<<"$hold" | cut -d' ' -f2)
 bare_url=$(grep -o 'bare http://[0-9.:]*' <<<"$hold" | cut -d' ' -f2)
 get_id=$(grep -o ' id [0-9a-f-]*,' "$WORK/bench.log" | tail -1 | tr -d ' ,' | sed 's/^id//')
 tenant=$(grep -o 'tenant [a-z-]*,' "$WORK/bench.log" | tail -1 | cut -d' ' -f2 | tr -d ',')
-[ -n "$get_id" ] && [ -n "$tenant" ] || { cat "$WORK/bench.log" >&2; exit 1; }
+key=$(grep -o 'Bearer bks_[0-9a-f]*' "$WORK/bench.log" | tail -1 | cut -d' ' -f2)
+[ -n "$get_id" ] && [ -n "$tenant" ] && [ -n "$key" ] || { cat "$WORK/bench.log" >&2; exit 1; }
 
 # REQUESTS gets over four connections (one curl each, reusing its connection).
 gets() {
 	local url=$1 per=$((REQUESTS / 4)) i pids=()
 	for _ in 1 2 3 4; do
 		# shellcheck disable=SC2046
-		curl -fs -H "X-Tenant-Id: $tenant" $(for i in $(seq 1 "$per"); do
+		curl -fs -H "X-Tenant-Id: $tenant" -H "Authorization: Bearer $key" $(for i in $(seq 1 "$per"); do
 			printf '%s/api/bookmarks/%s ' "$url" "$get_id"
 		done) >/dev/null &
 		pids+=($!)

@@ -51,17 +51,17 @@ run() {
 	local name=$1
 	shift
 	echo "== $name"
-	"$loadgen" --base-url "$base" --tenants "$TENANTS" --seed 7 --prefill "$PREFILL" \
+	"$loadgen" --base-url "$base" --admin-token "$ADMIN_TOKEN" --tenants "$TENANTS" --seed 7 --prefill "$PREFILL" \
 		--rate "$RATE" --duration "$DURATION" --quiet \
 		--json "$OUT/$name.json" --plot "$OUT/$name.svg" "$@" | tee "$OUT/$name.txt"
 }
-shard_of() { curl -s -o /dev/null -D - "$base/api/bookmarks" -H "X-Tenant-Id: $1" | tr -d '\r' | awk -F': ' 'tolower($1) == "x-shard" { print $2 }'; }
+shard_of() { docker compose exec -T web1 bookmarks route "$1" | sed -E 's/.*"shard":"([^"]+)".*/\1/'; }
 
 up 16
 # Prefill and a short unrecorded run first, so that the baseline does not pay for cold pools,
 # caches and the first writes.
 echo "== warm-up (prefill and 10 s)"
-"$loadgen" --base-url "$base" --tenants "$TENANTS" --seed 7 --prefill "$PREFILL" \
+"$loadgen" --base-url "$base" --admin-token "$ADMIN_TOKEN" --tenants "$TENANTS" --seed 7 --prefill "$PREFILL" \
 	--whale "$WHALE=0.5" --rate "$RATE" --duration 10s --quiet >/dev/null
 run 1-baseline
 run 2-whale --whale "$WHALE=0.5"
@@ -77,7 +77,7 @@ docker compose run --rm -T move_slot run --from "$from" --to "$to" --tenant "$WH
 # unrecorded run, and report the transient separately (SETTLE=0 to see it in the table).
 if [ "${SETTLE:-20}" != 0 ]; then
 	echo "== settling (${SETTLE:-20}s of the same load, unrecorded)"
-	"$loadgen" --base-url "$base" --tenants "$TENANTS" --seed 7 --whale "$WHALE=0.5" \
+	"$loadgen" --base-url "$base" --admin-token "$ADMIN_TOKEN" --tenants "$TENANTS" --seed 7 --whale "$WHALE=0.5" \
 		--rate "$RATE" --duration "${SETTLE:-20}s" --quiet --json "$OUT/4-moved-settling.json" \
 		| grep -A4 'by class, home shard'
 fi

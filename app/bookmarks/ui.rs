@@ -211,7 +211,9 @@ async fn sign_in_form(jar: CookieJar) -> Response {
     sign_in_page(jar, String::new(), None, StatusCode::OK)
 }
 
-/// Checks the tenant and key, and on success signs the browser in.
+/// Checks the tenant and key, and on success signs the browser in. A refused sign-in is a
+/// 422 with the form again, not a 401: this is no HTTP authentication scheme, and a browser
+/// that gets a 401 forgets the Basic credentials it holds for the origin (the admin page's).
 async fn sign_in(
     State(auth): State<Arc<Authenticator>>,
     jar: CookieJar,
@@ -232,7 +234,9 @@ async fn sign_in(
     };
     let key = match ApiKey::parse(form.key.trim()) {
         Ok(key) => key,
-        Err(e) => return refused(jar, &format!("key: {e}"), StatusCode::UNAUTHORIZED),
+        Err(e) => {
+            return refused(jar, &format!("key: {e}"), StatusCode::UNPROCESSABLE_ENTITY);
+        }
     };
     match auth.keys().check(&key).await {
         KeyCheck::Valid(known) if known.credential.tenant == tenant => {
@@ -248,7 +252,7 @@ async fn sign_in(
         _ => refused(
             jar,
             "that key does not sign in as that tenant (or it has been revoked)",
-            StatusCode::UNAUTHORIZED,
+            StatusCode::UNPROCESSABLE_ENTITY,
         ),
     }
 }

@@ -114,12 +114,17 @@ impl Authenticator {
     }
 
     async fn by_credentials(&self, parts: &Parts) -> Result<Authenticated, AuthError> {
-        let (digest, session_tenant) = match parts.headers.get(AUTHORIZATION) {
-            Some(value) => {
-                let key = bearer(value)?;
+        let (digest, session_tenant) = match parts.headers.get(AUTHORIZATION).map(bearer) {
+            Some(Ok(key)) => {
                 let key = ApiKey::parse(key).map_err(AuthError::KeyFormat)?;
                 (key.digest(), None)
             }
+            // A browser that signed in to the admin page sends its Basic credentials to
+            // the whole origin: a session cookie, when there is one, is the tenant's proof.
+            Some(Err(not_bearer)) => match self.sessions.read(&parts.headers) {
+                Ok(Some(claim)) => (claim.digest, Some(claim.tenant)),
+                _ => return Err(not_bearer),
+            },
             None => match self.sessions.read(&parts.headers) {
                 Ok(Some(claim)) => (claim.digest, Some(claim.tenant)),
                 Ok(None) => return Err(AuthError::MissingCredentials),

@@ -672,8 +672,8 @@ async fn the_html_ui_signs_in_with_a_key_escapes_output_and_refuses_cross_site_f
     let key = app.key("ui-tenant").await;
     let others = app.key("ui-other").await;
     for (tenant, key, status) in [
-        ("ui-tenant", "bks_nonsense", 401),
-        ("ui-tenant", others.as_str(), 401),
+        ("ui-tenant", "bks_nonsense", 422),
+        ("ui-tenant", others.as_str(), 422),
         ("<b>", key.as_str(), 400),
     ] {
         let refused = post_form(
@@ -796,6 +796,16 @@ async fn the_html_ui_signs_in_with_a_key_escapes_output_and_refuses_cross_site_f
         .await
         .unwrap();
     assert_eq!(mine["items"][0]["title"], "<script>alert('x')</script>");
+    // A browser signed in to the admin page sends its Basic credentials everywhere on the
+    // origin; the session still proves the tenant.
+    let with_basic = app
+        .get("/api/bookmarks")
+        .header("cookie", &jar)
+        .header("authorization", "Basic YWRtaW46dG9rZW4=")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(with_basic.status(), 200);
 
     // A forged session signs nobody in.
     let forged_jar = format!("csrf={csrf}; session=ui-tenant%3A00%3A99999999999");

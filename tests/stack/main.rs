@@ -13,13 +13,15 @@ mod browser;
 #[path = "../common/mod.rs"]
 mod common;
 
+use std::collections::HashMap;
 use std::process::{Command, Output};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use browser::Browser;
 use common::{eventually, free_port, unique};
+use reqwest::header::{AUTHORIZATION, HeaderMap};
 use serde_json::{Value, json};
 use testcontainers::compose::DockerCompose;
 
@@ -31,6 +33,9 @@ struct Stack {
     port: u16,
     base: String,
     http: reqwest::Client,
+    admin_token: String,
+    /// Each tenant's API key and its id, made on first use.
+    keys: Mutex<HashMap<String, (String, i64)>>,
 }
 
 impl Stack {
@@ -73,6 +78,41 @@ impl Stack {
         self.http.get(format!("{}{path}", self.base))
     }
 
+    /// `tenant`'s API key and its id: made through the admin API (through nginx) on first
+    /// use, as loadgen makes its tenants' keys, then reused.
+    async fn key_of(&self, tenant: &str) -> (String, i64) {
+        if let Some(known) = self.keys.lock().unwrap().get(tenant) {
+            return known.clone();
+        }
+        let res = self
+            .http
+            .post(format!("{}/admin/api/tenants/{tenant}/keys", self.base))
+            .bearer_auth(&self.admin_token)
+            .json(&json!({ "note": "stack test" }))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), 201, "a key for {tenant}");
+        let body: Value = res.json().await.unwrap();
+        let made = (
+            body["key"].as_str().unwrap().to_owned(),
+            body["id"].as_i64().unwrap(),
+        );
+        self.keys
+            .lock()
+            .unwrap()
+            .insert(tenant.to_owned(), made.clone());
+        made
+    }
+
+    /// The headers that act as `tenant`: its key.
+    async fn as_tenant(&self, tenant: &str) -> HeaderMap {
+        let (key, _) = self.key_of(tenant).await;
+        let mut headers = HeaderMap::new();
+        headers.insert(AUTHORIZATION, format!("Bearer {key}").parse().unwrap());
+        headers
+    }
+
     async fn wait_ready(&self, within: Duration) -> bool {
         eventually(within, || async {
             matches!(self.get("/ready").send().await, Ok(r) if r.status() == 200)
@@ -93,11 +133,13 @@ fn admin_token() -> String {
 
 /// The admin page and the tenant UI in headless Chromium, through nginx: the Basic-auth
 /// prompt answered, both shards and the slot map shown, the browse table paged forward and
-/// back, a tenant looked up, and one bookmark added through the tenant UI.
-async fn browse_the_admin_page_and_the_tenant_ui(port: u16) -> Browser {
+/// back, a tenant looked up with its keys; then the tenant UI: no way in without a key,
+/// sign-in with one, a bookmark added, sign-out, and a revoked key ending the session.
+async fn browse_the_admin_page_and_the_tenant_ui(stack: &Stack) -> Browser {
     let b = Browser::start().await;
     let token = admin_token();
-    let base = format!("http://127.0.0.1:{port}");
+    let port = stack.port;
+    let base = stack.base.clone();
     // Credentials in the URL answer the Basic prompt; the browser then reuses them for
     // the whole origin, as it would after a user typed them into its prompt.
     b.client
@@ -148,12 +190,36 @@ async fn browse_the_admin_page_and_the_tenant_ui(port: u16) -> Browser {
         effective.contains("shard0"),
         "initech was moved to shard0: {effective}"
     );
+    let keys = b.text("#lookup-keys").await;
+    assert!(
+        keys.contains("walkthrough") && !keys.contains("bks_"),
+        "the lookup lists initech's keys, never a key: {keys}"
+    );
     b.screenshot("admin-lookup").await;
 
-    // The tenant UI: pick a tenant, add a bookmark, see it listed.
-    b.client.goto(&format!("{base}/tenant")).await.unwrap();
-    b.submit("form", &[("tenant", "browser-co")]).await;
+    // The tenant UI: nothing without a key (a page asks for a sign-in), then a sign-in
+    // with one, a bookmark added and listed.
+    b.client
+        .goto(&format!("{base}/bookmarks/new"))
+        .await
+        .unwrap();
+    b.wait_for_url("/signin").await;
+    b.submit(
+        "form",
+        &[("tenant", "browser-co"), ("key", "bks_not-a-key-at-all")],
+    )
+    .await;
+    b.wait_for("p.error").await;
+    assert_eq!(
+        b.count("form.filters").await,
+        0,
+        "a wrong key signs nobody in"
+    );
+    let (key, key_id) = stack.key_of("browser-co").await;
+    b.submit("form", &[("tenant", "browser-co"), ("key", &key)])
+        .await;
     b.wait_for("form.filters").await;
+    b.screenshot("signed-in").await;
     b.client
         .goto(&format!("{base}/bookmarks/new"))
         .await
@@ -170,6 +236,33 @@ async fn browse_the_admin_page_and_the_tenant_ui(port: u16) -> Browser {
     let listed = b.text("ul").await;
     assert!(listed.contains("Added in a real browser"), "{listed}");
     b.screenshot("tenant-ui").await;
+
+    // Signing out ends the session in the browser.
+    b.click("form[action=\"/signout\"] button").await;
+    b.wait_for("input[name=key]").await;
+    b.client.goto(&format!("{base}/")).await.unwrap();
+    b.wait_for("input[name=key]").await;
+    assert_eq!(b.count("form.filters").await, 0, "signed out");
+
+    // Revoking the key ends a session signed in with it, within a second.
+    b.submit("form", &[("tenant", "browser-co"), ("key", &key)])
+        .await;
+    b.wait_for("form.filters").await;
+    let res = stack
+        .http
+        .delete(format!("{base}/admin/api/keys/{key_id}"))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200, "the key is revoked");
+    let ended = eventually(Duration::from_secs(2), || async {
+        b.client.goto(&format!("{base}/")).await.unwrap();
+        b.count("input[name=key]").await == 1
+    })
+    .await;
+    assert!(ended, "the revoked key's session ended");
+    b.screenshot("session-revoked").await;
     b
 }
 
@@ -200,7 +293,11 @@ fn walkthrough(port: u16) -> Vec<String> {
 }
 
 /// Sends GETs through nginx until `stop` is set; returns (sent, failed, examples of failures).
-async fn read_load(base: String, stop: Arc<AtomicBool>) -> (usize, usize, Vec<String>) {
+async fn read_load(
+    base: String,
+    auth: HeaderMap,
+    stop: Arc<AtomicBool>,
+) -> (usize, usize, Vec<String>) {
     let client = reqwest::Client::builder()
         .timeout(Duration::from_secs(10))
         .build()
@@ -211,7 +308,7 @@ async fn read_load(base: String, stop: Arc<AtomicBool>) -> (usize, usize, Vec<St
         sent.fetch_add(1, Ordering::Relaxed);
         match client
             .get(format!("{base}/api/bookmarks"))
-            .header("X-Tenant-Id", "hooli")
+            .headers(auth.clone())
             .send()
             .await
         {
@@ -231,7 +328,8 @@ async fn read_load(base: String, stop: Arc<AtomicBool>) -> (usize, usize, Vec<St
 /// Runs `action` while a reader loop hammers nginx; asserts no GET failed.
 async fn no_get_fails_while(stack: &Stack, what: &str, action: impl FnOnce()) {
     let stop = Arc::new(AtomicBool::new(false));
-    let load = tokio::spawn(read_load(stack.base.clone(), stop.clone()));
+    let auth = stack.as_tenant("hooli").await;
+    let load = tokio::spawn(read_load(stack.base.clone(), auth, stop.clone()));
     tokio::time::sleep(Duration::from_millis(500)).await;
     action();
     tokio::time::sleep(Duration::from_secs(2)).await;
@@ -249,7 +347,7 @@ async fn timed_get(stack: &Stack, path: &str, tenant: &str) -> (u16, Duration, V
     let started = Instant::now();
     let res = stack
         .get(path)
-        .header("X-Tenant-Id", tenant)
+        .headers(stack.as_tenant(tenant).await)
         .send()
         .await
         .unwrap();
@@ -361,7 +459,11 @@ async fn partitions_cost_one_timeout_then_fail_fast(stack: &Stack) {
     .await;
     assert!(back, "reads return to the replica after unpause");
 
-    // The control database: cached placements keep serving, uncached tenants fail fast.
+    // The control database: cached keys and placements keep serving, a key this replica has
+    // not seen fails fast. (The newcomers' keys are made first, and never used before.)
+    for i in 0..=10 {
+        stack.key_of(&format!("partition-newcomer-{i}")).await;
+    }
     stack.compose(&["pause", "postgres-control"]);
     let (status, took, _, _) = timed_get(stack, "/api/bookmarks", "hooli").await;
     assert_eq!(
@@ -371,7 +473,7 @@ async fn partitions_cost_one_timeout_then_fail_fast(stack: &Stack) {
     assert!(took <= Duration::from_millis(100), "{took:?}");
     let (status, took, body, _) = timed_get(stack, "/api/bookmarks", "partition-newcomer-0").await;
     assert_eq!(status, 503, "{body}");
-    assert_eq!(body["error"]["code"], "directory_unavailable", "{body}");
+    assert_eq!(body["error"]["code"], "auth_unavailable", "{body}");
     assert!(
         took <= Duration::from_millis(2500),
         "first lookup took {took:?}"
@@ -400,10 +502,7 @@ async fn partitions_cost_one_timeout_then_fail_fast(stack: &Stack) {
         a == 200 && b == 200
     })
     .await;
-    assert!(
-        served,
-        "uncached tenants served within 5 s of unpausing control"
-    );
+    assert!(served, "unseen keys served within 5 s of unpausing control");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -430,6 +529,8 @@ async fn the_compose_stack_serves_through_nginx_survives_outages_and_tears_down_
             .timeout(Duration::from_secs(10))
             .build()
             .unwrap(),
+        admin_token: admin_token(),
+        keys: Mutex::default(),
     };
     assert!(
         stack.wait_ready(Duration::from_secs(180)).await,
@@ -464,23 +565,44 @@ async fn the_compose_stack_serves_through_nginx_survives_outages_and_tears_down_
         "walkthrough snippets found: {}",
         snippets.len()
     );
-    for snippet in &snippets {
-        // Bounded: a snippet that waits for recovery must not hang the suite.
-        let out = Command::new("timeout")
-            .current_dir(ROOT)
-            .args(["120", "bash", "-euo", "pipefail", "-c", snippet])
-            .env("COMPOSE_PROJECT_NAME", &project)
-            .env("COMPOSE_FILE", stack.files.join(":"))
-            .env("BOOKMARKS_HTTP_PORT", port.to_string())
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "README snippet failed:\n{snippet}\nstdout: {}\nstderr: {}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
+    // One shell for all of them, as a reader pastes them into one terminal: the keys made
+    // by the first snippet are used by the others. Each snippet announces itself on stderr.
+    let script: String = snippets
+        .iter()
+        .enumerate()
+        .map(|(i, snippet)| format!("echo '== README snippet {}' >&2\n{snippet}\n", i + 1))
+        .collect();
+    // Bounded: a snippet that waits for recovery must not hang the suite.
+    let out = Command::new("timeout")
+        .current_dir(ROOT)
+        .args(["900", "bash", "-euo", "pipefail", "-c", &script])
+        .env("COMPOSE_PROJECT_NAME", &project)
+        .env("COMPOSE_FILE", stack.files.join(":"))
+        .env("BOOKMARKS_HTTP_PORT", port.to_string())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let failed_in = stderr
+        .lines()
+        .filter_map(|l| l.strip_prefix("== README snippet "))
+        .next_back()
+        .and_then(|n| n.parse::<usize>().ok())
+        .and_then(|n| snippets.get(n - 1));
+    assert!(
+        out.status.success(),
+        "the README walkthrough failed in:\n{}\nstdout: {}\nstderr: {stderr}",
+        failed_in.map_or("(before the first snippet)", |s| s.as_str()),
+        String::from_utf8_lossy(&out.stdout),
+    );
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        said.contains("\"missing_credentials\"") && said.contains("\"tenant_mismatch\""),
+        "the walkthrough shows a request without a key and one with another tenant's: {said}"
+    );
+    assert!(
+        said.contains("spare key: 200") && said.contains("\"invalid_api_key\""),
+        "the walkthrough's spare key worked, then was refused once revoked: {said}"
+    );
     assert!(stack.wait_ready(Duration::from_secs(30)).await);
 
     // Three processes run reindexers (web1, web2, worker); each shard has exactly one leader.
@@ -514,6 +636,7 @@ async fn the_compose_stack_serves_through_nginx_survives_outages_and_tears_down_
     // The directory: a pin made through one replica's CLI reroutes both replicas at once,
     // and the tenant's first write lands on the pinned shard.
     let placed = "e2e-pinned"; // hashes to shard1
+    let placed_auth = stack.as_tenant(placed).await;
     stack.compose(&["exec", "-T", "web2", "bookmarks", "pin", placed, "shard0"]);
     let t0 = Instant::now();
     let mut seen = std::collections::BTreeMap::new();
@@ -524,7 +647,7 @@ async fn the_compose_stack_serves_through_nginx_survives_outages_and_tears_down_
         );
         let res = stack
             .get("/api/bookmarks")
-            .header("X-Tenant-Id", placed)
+            .headers(placed_auth.clone())
             .send()
             .await
             .unwrap();
@@ -535,7 +658,7 @@ async fn the_compose_stack_serves_through_nginx_survives_outages_and_tears_down_
     let res = stack
         .http
         .post(format!("{}/api/bookmarks", stack.base))
-        .header("X-Tenant-Id", placed)
+        .headers(placed_auth)
         .json(&json!({"url": "https://e2e.example/placed"}))
         .send()
         .await
@@ -559,7 +682,7 @@ async fn the_compose_stack_serves_through_nginx_survives_outages_and_tears_down_
         let res = stack
             .http
             .post(format!("{}/api/bookmarks", stack.base))
-            .header("X-Tenant-Id", t)
+            .headers(stack.as_tenant(t).await)
             .json(&json!({"url": format!("https://e2e.example/{t}")}))
             .send()
             .await
@@ -594,7 +717,7 @@ async fn the_compose_stack_serves_through_nginx_survives_outages_and_tears_down_
         for _ in 0..6 {
             let res = stack
                 .get("/api/bookmarks")
-                .header("X-Tenant-Id", t)
+                .headers(stack.as_tenant(t).await)
                 .send()
                 .await
                 .unwrap();
@@ -615,7 +738,58 @@ async fn the_compose_stack_serves_through_nginx_survives_outages_and_tears_down_
         "both replicas served and agreed"
     );
 
-    let browser = browse_the_admin_page_and_the_tenant_ui(port).await;
+    // Who may see what through nginx: no key, no tenant; no metrics at all, so no tenant
+    // names, however the scrape is made; the replicas' own /metrics names tenants only
+    // for the admin token.
+    let res = stack.get("/api/bookmarks").send().await.unwrap();
+    assert_eq!(res.status(), 401);
+    assert_eq!(res.headers()["www-authenticate"], "Bearer");
+    let body: Value = res.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "missing_credentials", "{body}");
+    let (acme_key, _) = stack.key_of("acme-corp").await;
+    let res = stack
+        .get("/api/bookmarks")
+        .headers(stack.as_tenant("acme-corp").await)
+        .header("X-Tenant-Id", "hooli")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 403, "acme-corp's key cannot act as hooli");
+    for path in ["/metrics", "/actuator/metrics", "/actuator/health"] {
+        for auth in [
+            None,
+            Some(stack.admin_token.as_str()),
+            Some(acme_key.as_str()),
+        ] {
+            let mut req = stack.get(path);
+            if let Some(value) = auth {
+                req = req.bearer_auth(value);
+            }
+            let res = req.send().await.unwrap();
+            assert_eq!(res.status(), 404, "{path} through nginx");
+            let text = res.text().await.unwrap();
+            assert!(!text.contains("tenant"), "{path}: {text}");
+        }
+    }
+    let scrape = |extra: &[&str]| {
+        let mut args = vec!["exec", "-T", "web1", "curl", "-fsS"];
+        args.extend_from_slice(extra);
+        args.push("http://127.0.0.1:3000/metrics");
+        String::from_utf8_lossy(&stack.compose(&args).stdout).into_owned()
+    };
+    let anonymous = scrape(&[]);
+    assert!(
+        anonymous.contains("http_requests_total") && !anonymous.contains("tenant=\""),
+        "an anonymous scrape names no tenant"
+    );
+    let bearer = format!("Authorization: Bearer {}", stack.admin_token);
+    let operator = scrape(&["-H", &bearer]);
+    assert!(
+        operator.contains("tenant_busiest_requests{rank=\"1\",tenant=\""),
+        "the operator's scrape ranks the busiest tenants: {operator}"
+    );
+
+    let browser = browse_the_admin_page_and_the_tenant_ui(&stack).await;
 
     // The replica is in recovery and streams a fresh shard0 row within 5 s.
     assert_eq!(
@@ -625,7 +799,7 @@ async fn the_compose_stack_serves_through_nginx_survives_outages_and_tears_down_
     let res = stack
         .http
         .post(format!("{}/api/bookmarks", stack.base))
-        .header("X-Tenant-Id", "hooli")
+        .headers(stack.as_tenant("hooli").await)
         .json(&json!({"url": "https://e2e.example/replicated"}))
         .send()
         .await
@@ -664,7 +838,7 @@ async fn the_compose_stack_serves_through_nginx_survives_outages_and_tears_down_
     );
     let res = stack
         .get("/api/bookmarks")
-        .header("X-Tenant-Id", "acme-corp")
+        .headers(stack.as_tenant("acme-corp").await)
         .send()
         .await
         .unwrap();
@@ -673,7 +847,7 @@ async fn the_compose_stack_serves_through_nginx_survives_outages_and_tears_down_
     assert_eq!(body["error"]["shard"], "shard1", "{body}");
     let res = stack
         .get("/api/bookmarks")
-        .header("X-Tenant-Id", "hooli")
+        .headers(stack.as_tenant("hooli").await)
         .send()
         .await
         .unwrap();
@@ -696,8 +870,9 @@ async fn the_compose_stack_serves_through_nginx_survives_outages_and_tears_down_
     browser.screenshot("admin-shard-down").await;
     browser.close().await;
     stack.compose(&["start", "postgres-shard-1"]);
+    let acme = stack.as_tenant("acme-corp").await;
     let recovered = eventually(Duration::from_secs(30), || async {
-        let ok = matches!(stack.get("/api/bookmarks").header("X-Tenant-Id", "acme-corp").send().await, Ok(r) if r.status() == 200);
+        let ok = matches!(stack.get("/api/bookmarks").headers(acme.clone()).send().await, Ok(r) if r.status() == 200);
         ok && matches!(stack.get("/ready").send().await, Ok(r) if r.status() == 200)
     })
     .await;
