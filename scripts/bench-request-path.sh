@@ -18,7 +18,9 @@
 #   a) pgbench running the SQL the app sends for GET /api/bookmarks (captured from the
 #      server's statement log, same parameters), `-M prepared`: the ceiling;
 #   b) the bare handler: list, get by id, create;
-#   c) the app: the same three.
+#   c) the app: the same three;
+#   d) the same app build in `trusted_header` mode (the tenant header alone, no key), the
+#      same three: c) against d) is what the cached key check costs.
 # Both servers run throughout, so background work caused by the writes (the app's
 # reindexer) loads both runs alike; each measurement starts with the search backlog empty.
 # Prints requests/s, p99 and the server's CPU time per request of each, app/bare and
@@ -80,6 +82,7 @@ chmod 755 "$WORK"
 PGDATA=$WORK/pgdata
 APP_PID=
 BARE_PID=
+TRUSTED_PID=
 PG_STARTED=
 
 # Postgres refuses to run as root: run its binaries as `postgres` then.
@@ -91,6 +94,7 @@ cleanup() {
 	set +e
 	[ -n "$APP_PID" ] && kill "$APP_PID" 2>/dev/null && wait "$APP_PID" 2>/dev/null
 	[ -n "$BARE_PID" ] && kill "$BARE_PID" 2>/dev/null && wait "$BARE_PID" 2>/dev/null
+	[ -n "$TRUSTED_PID" ] && kill "$TRUSTED_PID" 2>/dev/null && wait "$TRUSTED_PID" 2>/dev/null
 	[ -n "$PG_STARTED" ] && as_pg "$PGBIN/pg_ctl" -D "$PGDATA" -m immediate stop >/dev/null 2>&1
 	if [ -n "${KEEP:-}" ]; then
 		log "kept $WORK"
@@ -114,6 +118,7 @@ free_port() {
 PGPORT=$(free_port 25432)
 APP_PORT=$(free_port 23000)
 BARE_PORT=$(free_port $((APP_PORT + 1)))
+TRUSTED_PORT=$(free_port $((BARE_PORT + 1)))
 
 # --- Postgres ------------------------------------------------------------------------------
 log "starting Postgres 15 on 127.0.0.1:$PGPORT"
@@ -167,6 +172,9 @@ cat >"$CONFIG" <<-TOML
 	directory_router = true
 	directory_cache_ttl_ms = 30000
 TOML
+# The same app, trusting the tenant header instead of checking a key.
+sed 's/^auth = "api_key"$/auth = "trusted_header"/' "$CONFIG" >"$WORK/autumn-trusted.toml"
+grep -q '^auth = "trusted_header"$' "$WORK/autumn-trusted.toml" || die "no trusted_header config"
 # The app's own environment overrides must not leak into the run.
 APP_ENV=(env -u RUST_LOG -u LOG_FORMAT -u AUTUMN_ENV -u ADMIN_TOKEN)
 # APP_RUST_LOG / APP_LOG_FORMAT: run the app with other logging than the default (info, text).
@@ -201,6 +209,9 @@ log "starting the app on 127.0.0.1:$APP_PORT and the bare handler on 127.0.0.1:$
 "${APP_ENV[@]}" "$APP_BIN" --config "$CONFIG" serve --bind "127.0.0.1:$APP_PORT" \
 	--instance-name bench >"$WORK/app.log" 2>&1 &
 APP_PID=$!
+"${APP_ENV[@]}" "$APP_BIN" --config "$WORK/autumn-trusted.toml" serve --bind "127.0.0.1:$TRUSTED_PORT" \
+	--instance-name bench-trusted >"$WORK/trusted.log" 2>&1 &
+TRUSTED_PID=$!
 DATABASE_URL="$DB/bookmarks_shard?connect_timeout=2" BIND="127.0.0.1:$BARE_PORT" \
 	POOL_SIZE=$POOL_SIZE SHARD=shard0 "$BARE_BIN" >"$WORK/bare.log" 2>&1 &
 BARE_PID=$!
@@ -216,9 +227,13 @@ wait_up() {
 }
 wait_up "http://127.0.0.1:$APP_PORT/api/bookmarks" "$APP_PID" app
 wait_up "http://127.0.0.1:$BARE_PORT/api/bookmarks" "$BARE_PID" bare
+wait_up "http://127.0.0.1:$TRUSTED_PORT/api/bookmarks" "$TRUSTED_PID" trusted
+# Without its key the app refuses the tenant: the key check is really on the path.
+code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$APP_PORT/api/bookmarks" -H "X-Tenant-Id: $TENANT")
+[ "$code" = 401 ] || die "the app answered $code without a key, not 401"
 
 # Both answer the same shapes.
-for port in "$APP_PORT" "$BARE_PORT"; do
+for port in "$APP_PORT" "$BARE_PORT" "$TRUSTED_PORT"; do
 	n=$(curl -fs "http://127.0.0.1:$port/api/bookmarks" -H "X-Tenant-Id: $TENANT" -H "$AUTH" | jq '.items | length')
 	[ "$n" = 20 ] || die "list on port $port returned $n items, not 20"
 	id=$(curl -fs "http://127.0.0.1:$port/api/bookmarks/$GET_ID" -H "X-Tenant-Id: $TENANT" -H "$AUTH" | jq -r .id)
@@ -266,6 +281,7 @@ printf '   %s\n   params: %s\n' "$LIST_SQL" "${PARAMS#*parameters: }" >&2
 
 if [ -n "${HOLD:-}" ]; then
 	log "HOLD: app http://127.0.0.1:$APP_PORT (pid $APP_PID), bare http://127.0.0.1:$BARE_PORT (pid $BARE_PID),"
+	log "      trusted http://127.0.0.1:$TRUSTED_PORT (pid $TRUSTED_PID, trusted_header),"
 	log "      postgres 127.0.0.1:$PGPORT (user bookmarks), tenant $TENANT, id $GET_ID, dir $WORK; Ctrl-C ends"
 	log "      $AUTH"
 	sleep infinity &
@@ -353,9 +369,12 @@ wrk_run() {
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 declare -A RPS P99 CPU
 for endpoint in $ENDPOINTS; do
-	for server in bare app; do
-		port=$BARE_PORT
-		[ $server = app ] && port=$APP_PORT
+	for server in bare trusted app; do
+		case $server in
+		bare) port=$BARE_PORT pid=$BARE_PID ;;
+		trusted) port=$TRUSTED_PORT pid=$TRUSTED_PID ;;
+		app) port=$APP_PORT pid=$APP_PID ;;
+		esac
 		wait_backlog
 		wrk_run "$server-$endpoint-warmup" "$port" "$endpoint" "$WARMUP" >/dev/null
 		wait_backlog
@@ -366,8 +385,6 @@ for endpoint in $ENDPOINTS; do
 				-- sleep "$(secs "$DURATION")" >/dev/null 2>&1 &
 			perf_pid=$!
 		fi
-		pid=$BARE_PID
-		[ $server = app ] && pid=$APP_PID
 		cpu_before=$(cpu_ticks "$pid")
 		read -r rps p99 < <(wrk_run "$server-$endpoint" "$port" "$endpoint" "$DURATION")
 		n=$(awk '/requests in/ {print $1}' "$WORK/wrk-$server-$endpoint.txt")
@@ -387,13 +404,17 @@ BARE_HWM=$(awk '/^VmHWM/ {printf "%.1f", $2/1024}' "/proc/$BARE_PID/status")
 pct() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.1f%%", 100 * a / b; else print "-" }'; }
 echo
 echo "request path: wrk -t$THREADS -c$CONNS -d$DURATION on loopback, $(nproc) cores, pool $POOL_SIZE, $ROWS bookmarks"
-printf '%-8s %11s %9s %9s %11s %9s %9s %9s\n' endpoint "bare req/s" "bare p99" "bare cpu" \
-	"app req/s" "app p99" "app cpu" "app/bare"
+echo "(bare: the bare handler; no key: the app with auth = \"trusted_header\"; app: the app checking the request's API key)"
+printf '%-8s %11s %9s %8s %11s %9s %8s %11s %9s %8s %9s %9s %9s\n' endpoint "bare req/s" "bare p99" "bare cpu" \
+	"nokey req/s" "nokey p99" "nokey cpu" "app req/s" "app p99" "app cpu" "app/bare" "app/nokey" "key cpu"
 for endpoint in $ENDPOINTS; do
-	printf '%-8s %11s %9s %7sus %11s %9s %7sus %9s\n' "$endpoint" \
+	printf '%-8s %11s %9s %6sus %11s %9s %6sus %11s %9s %6sus %9s %9s %7sus\n' "$endpoint" \
 		"${RPS[bare-$endpoint]}" "${P99[bare-$endpoint]}" "${CPU[bare-$endpoint]}" \
+		"${RPS[trusted-$endpoint]}" "${P99[trusted-$endpoint]}" "${CPU[trusted-$endpoint]}" \
 		"${RPS[app-$endpoint]}" "${P99[app-$endpoint]}" "${CPU[app-$endpoint]}" \
-		"$(pct "${RPS[app-$endpoint]}" "${RPS[bare-$endpoint]}")"
+		"$(pct "${RPS[app-$endpoint]}" "${RPS[bare-$endpoint]}")" \
+		"$(pct "${RPS[app-$endpoint]}" "${RPS[trusted-$endpoint]}")" \
+		"$(awk -v a="${CPU[app-$endpoint]}" -v b="${CPU[trusted-$endpoint]}" 'BEGIN { printf "%+d", a - b }')"
 done
 echo "(cpu: the server process's CPU time per request, user + system)"
 printf '%-8s %12s %10s   (pgbench -M prepared, the list SQL)\n' pgbench "$PGB_RPS" "$PGB_P99"

@@ -8,9 +8,10 @@
 #   APP_BIN=/tmp/old/target/release/bookmarks scripts/count-instructions.sh   # another build
 #
 # It sets everything up with scripts/bench-request-path.sh (HOLD=1: a throwaway Postgres,
-# one tenant of ROWS bookmarks, the app and the bare handler), with both servers running
+# one tenant of ROWS bookmarks, the app, the same app in trusted_header mode, and the bare
+# handler), with all three servers running
 # under `valgrind --tool=callgrind`. For each server it sends REQUESTS warm-up
-# `GET /api/bookmarks/{id}` over four keep-alive connections, zeroes the counters, sends
+# `GET /api/bookmarks/{id}` (ENDPOINT=list: `GET /api/bookmarks`) over four keep-alive connections, zeroes the counters, sends
 # REQUESTS more (each with the tenant's API key: the app checks it, from its cache after
 # the first), and prints the user-space instructions per request (background work that
 # runs meanwhile, such as the liveness checks, is counted too, as it is in every run).
@@ -20,6 +21,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 REQUESTS=${REQUESTS:-2000}
+# get: GET /api/bookmarks/{id}; list: GET /api/bookmarks (the newest 20).
+ENDPOINT=${ENDPOINT:-get}
+case $ENDPOINT in get | list) ;; *) echo "ENDPOINT must be get or list, not $ENDPOINT" >&2; exit 2 ;; esac
 APP_BIN=${APP_BIN:-$ROOT/target/release/bookmarks}
 BARE_BIN=${BARE_BIN:-$ROOT/target/release/examples/bare_list}
 [ -x "$APP_BIN" ] && [ -x "$BARE_BIN" ] || {
@@ -66,6 +70,7 @@ done
 hold=$(grep '== HOLD:' "$WORK/bench.log") || { cat "$WORK/bench.log" >&2; exit 1; }
 app_url=$(grep -o 'app http://[0-9.:]*' <<<"$hold" | cut -d' ' -f2)
 bare_url=$(grep -o 'bare http://[0-9.:]*' <<<"$hold" | cut -d' ' -f2)
+trusted_url=$(grep -o 'trusted http://[0-9.:]*' "$WORK/bench.log" | tail -1 | cut -d' ' -f2)
 get_id=$(grep -o ' id [0-9a-f-]*,' "$WORK/bench.log" | tail -1 | tr -d ' ,' | sed 's/^id//')
 tenant=$(grep -o 'tenant [a-z-]*,' "$WORK/bench.log" | tail -1 | cut -d' ' -f2 | tr -d ',')
 key=$(grep -o 'Bearer bks_[0-9a-f]*' "$WORK/bench.log" | tail -1 | cut -d' ' -f2)
@@ -77,24 +82,30 @@ gets() {
 	for _ in 1 2 3 4; do
 		# shellcheck disable=SC2046
 		curl -fs -H "X-Tenant-Id: $tenant" -H "Authorization: Bearer $key" $(for i in $(seq 1 "$per"); do
-			printf '%s/api/bookmarks/%s ' "$url" "$get_id"
+			if [ "$ENDPOINT" = get ]; then
+				printf '%s/api/bookmarks/%s ' "$url" "$get_id"
+			else
+				printf '%s/api/bookmarks ' "$url"
+			fi
 		done) >/dev/null &
 		pids+=($!)
 	done
 	wait "${pids[@]}"
 }
 
+# count NAME URL PATTERN: PATTERN finds the server's valgrind process by its command line.
 count() {
-	local name=$1 url=$2 pid out total
-	pid=$(pgrep -f "callgrind-out-file=$WORK/$name" | head -1)
+	local name=$1 url=$2 pattern=$3 pid out total
+	pid=$(pgrep -f -- "$pattern" | head -1)
 	gets "$url"
 	callgrind_control -z "$pid" >/dev/null 2>&1
 	gets "$url"
 	callgrind_control -d "$pid" >/dev/null 2>&1
 	sleep 1
-	out=$(ls -t "$WORK/$name.$pid.out"* | head -1)
+	out=$(ls -t "$WORK"/*."$pid".out* | head -1)
 	total=$(sed -n 's/^summary: //p; s/^totals: //p' "$out" | head -1)
-	echo "$name: $((total / REQUESTS)) instructions per get ($total over $REQUESTS)"
+	echo "$name: $((total / REQUESTS)) instructions per $ENDPOINT ($total over $REQUESTS)"
 }
-count bare "$bare_url"
-count app "$app_url"
+count bare "$bare_url" "callgrind-out-file=$WORK/bare"
+count "app, no key (trusted_header)" "$trusted_url" "serve --bind ${trusted_url#http://} "
+count "app, API key" "$app_url" "serve --bind ${app_url#http://} "

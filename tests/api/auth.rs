@@ -22,6 +22,17 @@ async fn expect(res: reqwest::Response, status: u16, code: &str) -> Value {
     body
 }
 
+/// The status of a list request made with `key`.
+async fn list_with(app: &TestApp, key: &str) -> u16 {
+    let res = app
+        .get("/api/bookmarks")
+        .header("authorization", format!("Bearer {key}"))
+        .send()
+        .await
+        .unwrap();
+    res.status().as_u16()
+}
+
 async fn admin_app(layout: &Layout, name: &str) -> TestApp {
     let mut options = test_options(name);
     options.admin_token = bookmarks_sharded::admin::AdminToken::from_env_value(TOKEN).unwrap();
@@ -227,13 +238,7 @@ async fn only_a_digest_of_a_key_is_stored_and_the_cli_prints_it_once() {
     );
     assert!(!format!("{stored:?}").contains(&key[4..]));
 
-    let works = app
-        .get("/api/bookmarks")
-        .header("authorization", format!("Bearer {key}"))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(works.status(), 200);
+    assert_eq!(list_with(&app, &key).await, 200);
 
     let out = bookmarks_cli(&l, &["keys", "list", "cli-tenant"]);
     assert!(out.status.success());
@@ -332,13 +337,7 @@ async fn the_admin_page_lists_creates_and_revokes_a_tenants_keys() {
     assert_eq!(created.status(), 201);
     let created: Value = created.json().await.unwrap();
     let key = created["key"].as_str().unwrap();
-    let as_tenant = app
-        .get("/api/bookmarks")
-        .header("authorization", format!("Bearer {key}"))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(as_tenant.status(), 200);
+    assert_eq!(list_with(&app, key).await, 200);
 
     let listed: Value = admin(app.get("/admin/api/tenants/admin-made/keys"))
         .send()
@@ -378,11 +377,7 @@ async fn the_admin_page_lists_creates_and_revokes_a_tenants_keys() {
         .unwrap();
     assert_eq!(revoked.status(), 200);
     let refused = eventually(Duration::from_secs(1), || async {
-        app.get("/api/bookmarks")
-            .header("authorization", format!("Bearer {key}"))
-            .send()
-            .await
-            .is_ok_and(|r| r.status() == 401)
+        list_with(&app, key).await == 401
     })
     .await;
     assert!(refused);
@@ -432,13 +427,7 @@ async fn the_admin_page_lists_creates_and_revokes_a_tenants_keys() {
         .nth(1)
         .map(|rest| format!("bks_{}", &rest[..64]))
         .expect("the page shows the new key");
-    let works = app
-        .get("/api/bookmarks")
-        .header("authorization", format!("Bearer {new_key}"))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(works.status(), 200);
+    assert_eq!(list_with(&app, &new_key).await, 200);
     app.stop().await;
 }
 
