@@ -53,14 +53,20 @@ impl Serialize for Cursor {
 }
 
 /// Query parameters of the browse section and of `/admin/api/bookmarks`.
-#[derive(Debug, Default, Clone, Deserialize)]
+#[derive(Debug, Default, Clone, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct BrowseParams {
-    /// Older than this (the next page).
+    /// Older than this (the next page): a `next_cursor`.
     pub cursor: Option<String>,
-    /// Newer than this (the previous page).
+    /// Newer than this (the previous page): a `prev_cursor`. Not with `cursor`.
     pub prev: Option<String>,
+    /// Only this tenant's bookmarks.
     pub tenant: Option<String>,
+    /// Only bookmarks with this tag.
+    #[param(pattern = "^[^\\u0000]*$")]
     pub tag: Option<String>,
+    /// Page size, 1 to 100 (default 20).
+    #[param(minimum = 1, maximum = 100)]
     pub limit: Option<i64>,
 }
 
@@ -95,6 +101,12 @@ impl BrowseParams {
             (None, Some(c)) => Some((c.parse::<Cursor>()?.0, Direction::Newer)),
             (None, None) => None,
         };
+        if given(&self.tag).is_some_and(|t| t.contains('\0')) {
+            return Err(ApiError::BadRequest {
+                code: "invalid_query",
+                message: "tag must not contain a NUL character".to_owned(),
+            });
+        }
         let tenant = given(&self.tenant)
             .map(|t| super::tenant_param(t).map(|t| t.to_string()))
             .transpose()?;

@@ -17,10 +17,11 @@ use super::{AdminState, ControlError, tenant_param};
 use crate::sharding::cross_shard::CrossShard;
 use crate::tenancy::TenantId;
 use crate::tenancy::api_key::ApiKey;
-use crate::tenancy::keys::{self, KeyRow};
+use crate::tenancy::keys::{self, KeyNote, KeyRow};
 use crate::web::csrf;
 use crate::web::error::ApiError;
 use crate::web::extract::{ApiJson, ApiPath, UiForm};
+use crate::web::openapi::ErrorBody;
 
 /// `tenant`'s keys, oldest first.
 pub async fn of_tenant(state: &AdminState, tenant: &TenantId) -> Result<Vec<KeyRow>, ControlError> {
@@ -36,13 +37,13 @@ pub async fn of_tenant(state: &AdminState, tenant: &TenantId) -> Result<Vec<KeyR
 async fn create(
     state: &AdminState,
     tenant: &TenantId,
-    note: Option<String>,
+    note: Option<KeyNote>,
 ) -> Result<(KeyRow, ApiKey), ControlError> {
     let tenant = tenant.clone();
     state
         .control
         .run("create an API key", move |conn| {
-            Box::pin(async move { keys::create(conn, &tenant, note.as_deref()).await })
+            Box::pin(async move { keys::create(conn, &tenant, note.as_ref()).await })
         })
         .await
 }
@@ -56,21 +57,38 @@ async fn revoke(state: &AdminState, id: i64) -> Result<Option<KeyRow>, ControlEr
         .await
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NewKey {
+    /// What the key is for, shown in listings: at most 200 characters, no control
+    /// characters.
+    #[schema(max_length = 200)]
     note: Option<String>,
 }
 
 /// `POST /admin/api/tenants/{tenant}/keys` with a JSON body (`{}` or `{"note": …}`): 201 and
 /// the key, shown this once.
+#[utoipa::path(
+    post,
+    path = "/admin/api/tenants/{key}/keys",
+    tag = super::TAG,
+    params(("key" = String, Path, description = "The tenant id.", min_length = 1, max_length = 64, pattern = "^[A-Za-z0-9][A-Za-z0-9._-]*$")),
+    request_body = NewKey,
+    responses((status = 201, description = "The new key's row, with `key` itself: shown this once, stored only as its hash.", content_type = "application/json", body = Object))
+)]
 pub async fn api_create(
     State(state): State<AdminState>,
     ApiPath(tenant): ApiPath<String>,
     ApiJson(body): ApiJson<NewKey>,
 ) -> Result<Response, ApiError> {
     let tenant = tenant_param(&tenant)?;
-    let (row, key) = create(&state, &tenant, body.note)
+    let note = KeyNote::parse(body.note.as_deref().unwrap_or("")).map_err(|message| {
+        ApiError::BadRequest {
+            code: "invalid_body",
+            message,
+        }
+    })?;
+    let (row, key) = create(&state, &tenant, note)
         .await
         .map_err(|_| ApiError::ControlUnavailable)?;
     let mut answer = serde_json::to_value(&row).expect("a key row serializes");
@@ -79,6 +97,13 @@ pub async fn api_create(
 }
 
 /// `GET /admin/api/tenants/{tenant}/keys`.
+#[utoipa::path(
+    get,
+    path = "/admin/api/tenants/{key}/keys",
+    tag = super::TAG,
+    params(("key" = String, Path, description = "The tenant id.", min_length = 1, max_length = 64, pattern = "^[A-Za-z0-9][A-Za-z0-9._-]*$")),
+    responses((status = 200, description = "`{\"keys\": […]}`: the tenant's keys, revoked ones included, never the keys themselves.", content_type = "application/json", body = Object))
+)]
 pub async fn api_list(
     State(state): State<AdminState>,
     ApiPath(tenant): ApiPath<String>,
@@ -91,6 +116,16 @@ pub async fn api_list(
 }
 
 /// `DELETE /admin/api/keys/{id}`: revokes the key (it stays listed, as revoked).
+#[utoipa::path(
+    delete,
+    path = "/admin/api/keys/{id}",
+    tag = super::TAG,
+    params(("id" = i64, Path, description = "The key's id, as listed.")),
+    responses(
+        (status = 200, description = "The revoked key's row. Every web replica refuses the key within a second.", content_type = "application/json", body = Object),
+        (status = 404, description = "No key has that id (`not_found`).", body = ErrorBody),
+    )
+)]
 pub async fn api_revoke(
     State(state): State<AdminState>,
     ApiPath(id): ApiPath<i64>,
@@ -131,10 +166,10 @@ pub async fn form_create(
     UiForm(form): UiForm<CreateForm>,
 ) -> Result<Response, ApiError> {
     csrf::check(&jar, &form.csrf)?;
-    let note = Some(form.note.trim().to_owned()).filter(|n| !n.is_empty());
-    let (status, notice) = match tenant_param(&form.tenant) {
-        Err(e) => (StatusCode::BAD_REQUEST, e.to_string()),
-        Ok(tenant) => match create(&state, &tenant, note).await {
+    let (status, notice) = match (tenant_param(&form.tenant), KeyNote::parse(&form.note)) {
+        (Err(e), _) => (StatusCode::BAD_REQUEST, e.to_string()),
+        (_, Err(e)) => (StatusCode::BAD_REQUEST, e),
+        (Ok(tenant), Ok(note)) => match create(&state, &tenant, note).await {
             Ok((row, key)) => (
                 StatusCode::CREATED,
                 format!(

@@ -22,11 +22,12 @@ pub use control::{ControlDb, ControlError};
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use axum::Router;
 use axum::extract::{FromRef, State};
 use axum::response::{IntoResponse, Json, Response};
 use axum::routing::{get, post};
 use serde_json::json;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use crate::fairness::Fairness;
 use crate::fairness::advice::Advice;
@@ -79,33 +80,39 @@ impl FromRef<AdminState> for CrossShard {
     }
 }
 
-/// The admin page and its JSON API, behind the token, with their own state.
-pub fn router<S>(state: AdminState) -> Router<S>
-where
-    S: Clone + Send + Sync + 'static,
-{
-    let token = state.token.clone();
-    Router::new()
+/// The tag of the admin JSON API in the API document.
+pub const TAG: &str = "admin";
+
+/// The `code`s the admin's own answers carry, besides the framework's.
+pub const CODES: &[&str] = &["invalid_cursor", "invalid_limit", "unauthorized"];
+
+/// The admin page (its forms are pages, not API) and the JSON API, each API route mounted
+/// with its description; not yet behind the token (see [`router`]).
+pub fn routes() -> OpenApiRouter<AdminState> {
+    OpenApiRouter::new()
         .route("/admin", get(page::show))
         .route("/admin/pin", post(page::pin))
         .route("/admin/unpin", post(page::unpin))
         .route("/admin/keys/create", post(keys::form_create))
         .route("/admin/keys/revoke", post(keys::form_revoke))
-        .route("/admin/api/shards", get(api_shards))
-        .route("/admin/api/slots", get(api_slots))
-        .route("/admin/api/bookmarks", get(api_bookmarks))
-        .route("/admin/api/tenants/{key}", get(api_tenant))
-        .route(
-            "/admin/api/tenants/{key}/keys",
-            get(keys::api_list).post(keys::api_create),
-        )
-        .route(
-            "/admin/api/keys/{id}",
-            axum::routing::delete(keys::api_revoke),
-        )
-        .route("/admin/api/pins", get(api_pins))
-        .route("/admin/api/moves", get(api_moves))
-        .route("/admin/api/busiest", get(api_busiest))
+        .routes(routes!(api_shards))
+        .routes(routes!(api_slots))
+        .routes(routes!(api_bookmarks))
+        .routes(routes!(api_tenant))
+        .routes(routes!(keys::api_list, keys::api_create))
+        .routes(routes!(keys::api_revoke))
+        .routes(routes!(api_pins))
+        .routes(routes!(api_moves))
+        .routes(routes!(api_busiest))
+}
+
+/// The admin page and its JSON API, behind the token, with their own state.
+pub fn router<S>(state: AdminState) -> OpenApiRouter<S>
+where
+    S: Clone + Send + Sync + 'static,
+{
+    let token = state.token.clone();
+    routes()
         .route_layer(axum::middleware::from_fn_with_state(token, auth::require))
         .with_state(state)
 }
@@ -118,11 +125,25 @@ fn tenant_param(raw: &str) -> Result<TenantId, ApiError> {
     })
 }
 
+/// Every shard's servers, pools, replica lag and search backlog.
+#[utoipa::path(
+    get,
+    path = "/admin/api/shards",
+    tag = TAG,
+    responses((status = 200, description = "`{\"shards\": […], \"coverage\": …}`; a shard that did not answer in time is reported, not left out.", content_type = "application/json", body = Object))
+)]
 async fn api_shards(State(state): State<AdminState>, cross: CrossShard) -> Response {
     let (cards, facts) = overview::shard_cards(&state, &cross).await;
     Json(json!({ "shards": cards, "coverage": facts.coverage() })).into_response()
 }
 
+/// The slot map: each shard's slot ranges, and the tenants placed by the directory.
+#[utoipa::path(
+    get,
+    path = "/admin/api/slots",
+    tag = TAG,
+    responses((status = 200, description = "`{\"slot_count\", \"shards\", \"placed\", \"directory_error\"}`.", content_type = "application/json", body = Object))
+)]
 async fn api_slots(State(state): State<AdminState>) -> Response {
     let set = state.shards.set();
     let shards: Vec<_> = set
@@ -147,6 +168,14 @@ async fn api_slots(State(state): State<AdminState>) -> Response {
     .into_response()
 }
 
+/// Bookmarks across every shard and tenant, newest first, a page at a time.
+#[utoipa::path(
+    get,
+    path = "/admin/api/bookmarks",
+    tag = TAG,
+    params(browse::BrowseParams),
+    responses((status = 200, description = "A page, with `next_cursor`/`prev_cursor` and which shards answered.", content_type = "application/json", body = Object))
+)]
 async fn api_bookmarks(
     cross: CrossShard,
     ApiQuery(params): ApiQuery<browse::BrowseParams>,
@@ -155,6 +184,14 @@ async fn api_bookmarks(
     Ok(Json(browse::page(&cross, &request).await).into_response())
 }
 
+/// Where one tenant routes and why, where its rows are, its moves and its keys.
+#[utoipa::path(
+    get,
+    path = "/admin/api/tenants/{key}",
+    tag = TAG,
+    params(("key" = String, Path, description = "The tenant id.", min_length = 1, max_length = 64, pattern = "^[A-Za-z0-9][A-Za-z0-9._-]*$")),
+    responses((status = 200, description = "The tenant's report.", content_type = "application/json", body = Object))
+)]
 async fn api_tenant(
     State(state): State<AdminState>,
     cross: CrossShard,
@@ -164,6 +201,13 @@ async fn api_tenant(
     Ok(Json(lookup::report(&state, &cross, &tenant).await).into_response())
 }
 
+/// The directory's pins.
+#[utoipa::path(
+    get,
+    path = "/admin/api/pins",
+    tag = TAG,
+    responses((status = 200, description = "`{\"pins\": […]}`.", content_type = "application/json", body = Object))
+)]
 async fn api_pins(State(state): State<AdminState>) -> Result<Response, ApiError> {
     match overview::pins(&state).await {
         (pins, None) => Ok(Json(json!({ "pins": pins })).into_response()),
@@ -172,6 +216,12 @@ async fn api_pins(State(state): State<AdminState>) -> Result<Response, ApiError>
 }
 
 /// This replica's busiest tenants and the placement advice drawn from them.
+#[utoipa::path(
+    get,
+    path = "/admin/api/busiest",
+    tag = TAG,
+    responses((status = 200, description = "The busiest tenants in the last window, per shard, with advice.", content_type = "application/json", body = Object))
+)]
 async fn api_busiest(State(state): State<AdminState>) -> Response {
     let (report, advice) = busiest(&state);
     Json(json!({
@@ -191,6 +241,13 @@ fn busiest(state: &AdminState) -> (BusiestReport, Vec<Advice>) {
     state.fairness.report(&names)
 }
 
+/// Recent tenant moves and where each stands.
+#[utoipa::path(
+    get,
+    path = "/admin/api/moves",
+    tag = TAG,
+    responses((status = 200, description = "`{\"moves\": […]}`.", content_type = "application/json", body = Object))
+)]
 async fn api_moves(State(state): State<AdminState>) -> Result<Response, ApiError> {
     match moves::recent(&state, None).await {
         Ok(moves) => Ok(Json(json!({ "moves": moves })).into_response()),

@@ -2,12 +2,14 @@
 //! shard primary, so a tenant always sees its own writes at once (read-your-own-writes);
 //! `/api/tags` is an aggregate that tolerates lag and reads from the shard's replica.
 
+use axum::Json;
 use axum::extract::FromRef;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
-use axum::{Json, Router};
 use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 use uuid::Uuid;
 
 use super::error::{BookmarkError, BookmarkPath, NO_SUCH_BOOKMARK};
@@ -16,47 +18,87 @@ use super::store::{self, ListQuery, Listed, StoreError};
 use crate::sharding::access::Shards;
 use crate::web::error::ApiError;
 use crate::web::extract::{ApiJson, ApiQuery, QueryFailure, ShardedDb, ShardedReadDb, Tenant};
+use crate::web::openapi::ErrorBody;
+
+/// The tag of the tenant's operations in the API document.
+pub const TAG: &str = "bookmarks";
+
+/// The `code`s this API's own answers carry, besides the framework's.
+pub const CODES: &[&str] = &[
+    "duplicate_url",
+    "invalid_cursor",
+    "invalid_limit",
+    "invalid_query",
+    "validation_failed",
+];
 
 pub const DEFAULT_PAGE: i64 = 20;
 pub const MAX_PAGE: i64 = 100;
 
-/// The tenant's JSON API.
-pub fn routes<S>() -> Router<S>
+/// The tenant's JSON API, each route mounted with its description.
+pub fn routes<S>() -> OpenApiRouter<S>
 where
     S: Clone + Send + Sync + 'static,
     Shards: FromRef<S>,
 {
-    Router::new()
-        .route("/api/bookmarks", get(list).post(create))
-        .route(
-            "/api/bookmarks/{id}",
-            get(show).patch(update).delete(remove),
-        )
-        .route("/api/tags", get(tags))
+    OpenApiRouter::new()
+        .routes(routes!(list, create))
+        .routes(routes!(show, update, remove))
+        .routes(routes!(tags))
 }
 
 /// A bookmark as the API shows it, with the shard that holds it.
-#[derive(Serialize)]
+#[derive(Serialize, ToSchema)]
 pub struct BookmarkView<'a> {
     pub shard: &'a str,
     #[serde(flatten)]
     pub bookmark: &'a Bookmark,
 }
 
-#[derive(Serialize)]
+/// One page of the tenant's bookmarks, newest first.
+#[derive(Serialize, ToSchema)]
 struct ListView<'a> {
     shard: &'a str,
     tenant: &'a str,
     items: &'a [Listed],
+    /// Pass as `cursor` for the next page; absent on the last page.
     next_cursor: Option<Uuid>,
 }
 
-#[derive(Debug, Deserialize)]
+/// How many of the tenant's bookmarks carry each tag.
+#[derive(Serialize, ToSchema)]
+struct TagsView {
+    shard: String,
+    /// `replica` or `primary`: which server answered.
+    served_by: &'static str,
+    tags: Vec<TagCount>,
+}
+
+#[derive(Serialize, ToSchema)]
+struct TagCount {
+    tag: String,
+    count: i64,
+}
+
+/// The list's filters and page. Blank values mean "not given" (HTML forms send them).
+// The limits are literals (the derive takes no constants); a test holds them to `MAX_PAGE`
+// and `MAX_SEARCH_CHARS`.
+#[derive(Debug, Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub struct ListParams {
+    /// Only bookmarks with this tag (compared lower-cased).
+    #[param(pattern = "^[^\\u0000]*$")]
     pub tag: Option<String>,
+    /// Full-text search, in web-search syntax (`words`, `"a phrase"`, `-excluded`, `or`);
+    /// at most 256 characters, and it must look for something, not only exclude.
+    #[param(max_length = 256, pattern = "^[^\\u0000]*$")]
     pub q: Option<String>,
+    /// Page size, 1 to 100 (default 20).
+    #[param(minimum = 1, maximum = 100)]
     pub limit: Option<i64>,
+    /// A `next_cursor` from the previous page.
+    #[param(format = Uuid)]
     pub cursor: Option<String>,
 }
 
@@ -83,6 +125,14 @@ impl ListParams {
             })?),
         };
         let clean = |s: Option<String>| s.map(|v| v.trim().to_owned()).filter(|v| !v.is_empty());
+        for (name, value) in [("tag", &self.tag), ("q", &self.q)] {
+            if value.as_deref().is_some_and(|v| v.contains('\0')) {
+                return Err(ApiError::BadRequest {
+                    code: "invalid_query",
+                    message: format!("{name} {}", super::model::NUL_MESSAGE),
+                });
+            }
+        }
         let q = clean(self.q);
         if let Some(q) = &q {
             check_search(q).map_err(|message| ApiError::BadRequest {
@@ -166,6 +216,18 @@ fn view(db: &ShardedDb, bookmark: &Bookmark) -> Response {
     .into_response()
 }
 
+/// Saves a bookmark for the tenant.
+#[utoipa::path(
+    post,
+    path = "/api/bookmarks",
+    tag = TAG,
+    request_body = NewBookmarkInput,
+    responses(
+        (status = 201, description = "Saved.", body = BookmarkView),
+        (status = 409, description = "The tenant has saved that URL already (`duplicate_url`); `error.id` is the saved bookmark's id, so a repeated create is safe to retry.", body = ErrorBody),
+        (status = 422, description = "A field breaks its rule (`validation_failed`); `error.fields` names each.", body = ErrorBody),
+    )
+)]
 async fn create(
     Tenant(tenant): Tenant,
     mut db: ShardedDb,
@@ -178,6 +240,14 @@ async fn create(
     Ok((StatusCode::CREATED, view(&db, &created)).into_response())
 }
 
+/// The tenant's bookmarks, newest first, a page at a time; filtered by tag or search.
+#[utoipa::path(
+    get,
+    path = "/api/bookmarks",
+    tag = TAG,
+    params(ListParams),
+    responses((status = 200, description = "A page of bookmarks.", body = ListView))
+)]
 async fn list(
     Tenant(tenant): Tenant,
     ApiQuery(params): ApiQuery<ListParams>,
@@ -196,6 +266,17 @@ async fn list(
     .into_response())
 }
 
+/// One of the tenant's bookmarks.
+#[utoipa::path(
+    get,
+    path = "/api/bookmarks/{id}",
+    tag = TAG,
+    params(("id" = Uuid, Path, description = "The bookmark's id.")),
+    responses(
+        (status = 200, description = "The bookmark.", body = BookmarkView),
+        (status = 404, description = "The tenant has no bookmark with that id (`not_found`); malformed ids included.", body = ErrorBody),
+    )
+)]
 async fn show(
     Tenant(tenant): Tenant,
     BookmarkPath(id): BookmarkPath<Uuid>,
@@ -207,6 +288,20 @@ async fn show(
     }
 }
 
+/// Changes the fields sent; the others stay as they are.
+#[utoipa::path(
+    patch,
+    path = "/api/bookmarks/{id}",
+    tag = TAG,
+    params(("id" = Uuid, Path, description = "The bookmark's id.")),
+    request_body = PatchInput,
+    responses(
+        (status = 200, description = "The changed bookmark.", body = BookmarkView),
+        (status = 404, description = "The tenant has no bookmark with that id (`not_found`).", body = ErrorBody),
+        (status = 409, description = "Another of the tenant's bookmarks has that URL (`duplicate_url`).", body = ErrorBody),
+        (status = 422, description = "A field breaks its rule (`validation_failed`).", body = ErrorBody),
+    )
+)]
 async fn update(
     Tenant(tenant): Tenant,
     BookmarkPath(id): BookmarkPath<Uuid>,
@@ -223,6 +318,17 @@ async fn update(
     }
 }
 
+/// Deletes one of the tenant's bookmarks.
+#[utoipa::path(
+    delete,
+    path = "/api/bookmarks/{id}",
+    tag = TAG,
+    params(("id" = Uuid, Path, description = "The bookmark's id.")),
+    responses(
+        (status = 204, description = "Deleted."),
+        (status = 404, description = "The tenant has no bookmark with that id (`not_found`).", body = ErrorBody),
+    )
+)]
 async fn remove(
     Tenant(tenant): Tenant,
     BookmarkPath(id): BookmarkPath<Uuid>,
@@ -240,19 +346,28 @@ async fn remove(
 
 /// The tenant's tag counts. An aggregate that tolerates replica lag, so it takes the
 /// replica-aware read path (and says which server answered).
+#[utoipa::path(
+    get,
+    path = "/api/tags",
+    tag = TAG,
+    responses((status = 200, description = "Each tag and how many bookmarks carry it; read from the shard's replica when it is ready, so it may lag the tenant's latest writes.", body = TagsView))
+)]
 async fn tags(Tenant(tenant): Tenant, mut db: ShardedReadDb) -> Result<Response, ApiError> {
     let counts = db
         .read(async |c| store::tag_counts(c, &tenant).await)
         .await?;
-    let tags: Vec<serde_json::Value> = counts
-        .into_iter()
-        .map(|(tag, count)| serde_json::json!({ "tag": tag, "count": count }))
-        .collect();
-    Ok(Json(serde_json::json!({
-        "shard": db.shard(),
-        "served_by": if db.on_replica() { "replica" } else { "primary" },
-        "tags": tags,
-    }))
+    Ok(Json(TagsView {
+        shard: db.shard().to_owned(),
+        served_by: if db.on_replica() {
+            "replica"
+        } else {
+            "primary"
+        },
+        tags: counts
+            .into_iter()
+            .map(|(tag, count)| TagCount { tag, count })
+            .collect(),
+    })
     .into_response())
 }
 

@@ -12,24 +12,28 @@ pub mod ui;
 
 use std::sync::Arc;
 
-use axum::Router;
 use axum::extract::FromRef;
+use utoipa_axum::router::OpenApiRouter;
 
 use crate::sharding::access::Shards;
 use crate::sharding::tenant_rows::TenantTable;
 use crate::tenancy::auth::Authenticator;
 
-/// The tenant's own routes: the JSON API and the HTML UI with its sign-in. They expect the
-/// app to put them behind tenant authentication (`AppState::tenant_routes`); without it no
-/// request has a tenant. (`stats::routes` is the feature's one route without a tenant.)
-pub fn router<S>() -> Router<S>
+/// The tenant's own routes: the JSON API (described in the API document) and the HTML UI
+/// with its sign-in (pages, not API). They expect the app to put them behind tenant
+/// authentication (`AppState::tenant_routes`); without it no request has a tenant.
+/// (`stats::routes` is the feature's one route without a tenant.)
+pub fn router<S>() -> OpenApiRouter<S>
 where
     S: Clone + Send + Sync + 'static,
     Shards: FromRef<S>,
     Arc<Authenticator>: FromRef<S>,
 {
-    api::routes().merge(ui::routes())
+    api::routes().merge(ui::routes().into())
 }
+
+/// The `code`s the feature's answers carry, besides the framework's.
+pub use api::CODES;
 
 /// Every shard table holding tenant rows, for tools that count, copy or verify a tenant's
 /// data without knowing what it is (placement checks, moves).

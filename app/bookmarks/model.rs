@@ -18,7 +18,7 @@ pub const MAX_TAG_CHARS: usize = 40;
 /// Entries a tag list may have before duplicates and empty ones are dropped.
 pub const MAX_RAW_TAGS: usize = 5 * MAX_TAGS;
 
-#[derive(Debug, Clone, Queryable, Selectable, Serialize)]
+#[derive(Debug, Clone, Queryable, Selectable, Serialize, utoipa::ToSchema)]
 #[diesel(table_name = bookmarks)]
 pub struct Bookmark {
     #[serde(skip)]
@@ -27,31 +27,73 @@ pub struct Bookmark {
     pub url: String,
     pub title: String,
     pub notes: String,
+    /// Lower-cased, de-duplicated, in the order first given.
     pub tags: Vec<String>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
 }
 
 /// What a client sends to create a bookmark (also the HTML form's fields).
-#[derive(Debug, Default, Clone, Deserialize)]
+// The schema's limits are literals (the derive takes no constants); a test holds them to
+// the constants above, which are what validation enforces.
+#[derive(Debug, Default, Clone, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NewBookmarkInput {
+    /// An absolute `http://` or `https://` address with a host, at most 2048 bytes once
+    /// trimmed. A tenant saves a URL once: a repeat answers 409 with the saved one's id.
+    #[schema(
+        min_length = 1,
+        max_length = 2048,
+        pattern = "^\\s*[Hh][Tt][Tt][Pp][Ss]?://[^\\s\\u0000/?#]+[^\\u0000]*$"
+    )]
     pub url: String,
+    /// At most 300 characters once trimmed.
     #[serde(default)]
+    #[schema(max_length = 300, pattern = "^[^\\u0000]*$")]
     pub title: String,
+    /// At most 10 000 characters.
     #[serde(default)]
+    #[schema(max_length = 10000, pattern = "^[^\\u0000]*$")]
     pub notes: String,
+    /// Trimmed, lower-cased and de-duplicated; empty ones dropped. At most 20 distinct tags
+    /// of at most 40 characters; a list of more than 100 entries is refused unread.
     #[serde(default)]
+    #[schema(max_items = 100, inline, value_type = Vec<Tag>)]
     pub tags: Vec<String>,
 }
 
-/// What a client sends to change a bookmark: absent fields stay as they are.
-#[derive(Debug, Default, Clone, Deserialize)]
+/// One tag as sent: trimmed and lower-cased before it is stored. Only its schema is used.
+pub struct Tag;
+
+impl utoipa::PartialSchema for Tag {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        use utoipa::openapi::schema::{ObjectBuilder, Type};
+        ObjectBuilder::new()
+            .schema_type(Type::String)
+            .max_length(Some(MAX_TAG_CHARS))
+            .pattern(Some("^[^\\u0000]*$"))
+            .into()
+    }
+}
+
+impl utoipa::ToSchema for Tag {}
+
+/// What a client sends to change a bookmark: absent fields stay as they are; each present
+/// one follows the rules of [`NewBookmarkInput`].
+#[derive(Debug, Default, Clone, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PatchInput {
+    #[schema(
+        min_length = 1,
+        max_length = 2048,
+        pattern = "^\\s*[Hh][Tt][Tt][Pp][Ss]?://[^\\s\\u0000/?#]+[^\\u0000]*$"
+    )]
     pub url: Option<String>,
+    #[schema(max_length = 300, pattern = "^[^\\u0000]*$")]
     pub title: Option<String>,
+    #[schema(max_length = 10000, pattern = "^[^\\u0000]*$")]
     pub notes: Option<String>,
+    #[schema(max_items = 100, inline, value_type = Option<Vec<Tag>>)]
     pub tags: Option<Vec<String>>,
 }
 
@@ -131,9 +173,15 @@ fn push(errors: &mut Vec<FieldError>, field: &'static str, message: impl Into<St
     });
 }
 
+/// Postgres text cannot hold NUL: refused here, with the field's name, rather than failing
+/// in the database.
+pub const NUL_MESSAGE: &str = "must not contain a NUL character";
+
 fn check_url(raw: &str, errors: &mut Vec<FieldError>) -> String {
     let trimmed = raw.trim();
-    if trimmed.is_empty() {
+    if trimmed.contains('\0') {
+        push(errors, "url", format!("url {NUL_MESSAGE}"));
+    } else if trimmed.is_empty() {
         push(errors, "url", "url is required");
     } else if trimmed.len() > MAX_URL_BYTES {
         push(
@@ -153,7 +201,9 @@ fn check_url(raw: &str, errors: &mut Vec<FieldError>) -> String {
 
 fn check_title(raw: &str, errors: &mut Vec<FieldError>) -> String {
     let title = raw.trim();
-    if title.chars().count() > MAX_TITLE_CHARS {
+    if title.contains('\0') {
+        push(errors, "title", format!("title {NUL_MESSAGE}"));
+    } else if title.chars().count() > MAX_TITLE_CHARS {
         push(
             errors,
             "title",
@@ -164,7 +214,9 @@ fn check_title(raw: &str, errors: &mut Vec<FieldError>) -> String {
 }
 
 fn check_notes(raw: &str, errors: &mut Vec<FieldError>) -> String {
-    if raw.chars().count() > MAX_NOTES_CHARS {
+    if raw.contains('\0') {
+        push(errors, "notes", format!("notes {NUL_MESSAGE}"));
+    } else if raw.chars().count() > MAX_NOTES_CHARS {
         push(
             errors,
             "notes",
@@ -195,7 +247,9 @@ fn check_tags(raw: &[String], errors: &mut Vec<FieldError>) -> Vec<String> {
         if tag.is_empty() || !seen.insert(tag.clone()) {
             continue;
         }
-        if tag.chars().count() > MAX_TAG_CHARS {
+        if tag.contains('\0') {
+            push(errors, "tags", format!("a tag {NUL_MESSAGE}"));
+        } else if tag.chars().count() > MAX_TAG_CHARS {
             push(
                 errors,
                 "tags",

@@ -6,19 +6,22 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use axum::Json;
 use axum::extract::{FromRef, State};
-use axum::routing::get;
-use axum::{Json, Router};
 use serde::Serialize;
+use utoipa::ToSchema;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use super::store;
 use crate::sharding::access::Shards;
 use crate::sharding::cross_shard::{CrossShard, Server, public_reason};
 
-#[derive(Clone, Serialize)]
+#[derive(Clone, Serialize, ToSchema)]
 pub struct ShardStats {
     pub name: String,
     pub slots: u32,
+    /// `up`, or `down` with an `error`.
     pub status: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub bookmarks: Option<i64>,
@@ -31,7 +34,9 @@ pub struct ShardStats {
     pub error: Option<String>,
 }
 
-#[derive(Clone, Serialize)]
+/// Every shard's counts; a shard that did not answer in time is `down`, and the others
+/// are still counted.
+#[derive(Clone, Serialize, ToSchema)]
 pub struct StatsView {
     pub shards: Vec<ShardStats>,
 }
@@ -45,16 +50,23 @@ pub const STATS_FRESH_FOR: Duration = Duration::from_secs(1);
 pub struct StatsCache(Arc<tokio::sync::Mutex<Option<(Instant, StatsView)>>>);
 
 /// `/api/stats`: no tenant, so it passes no tenant's bulkhead.
-pub fn routes<S>() -> Router<S>
+pub fn routes<S>() -> OpenApiRouter<S>
 where
     S: Clone + Send + Sync + 'static,
     Shards: FromRef<S>,
     CrossShard: FromRef<S>,
     StatsCache: FromRef<S>,
 {
-    Router::new().route("/api/stats", get(stats))
+    OpenApiRouter::new().routes(routes!(stats))
 }
 
+/// Bookmarks and tenants per shard, across every shard; needs no tenant and shows none.
+#[utoipa::path(
+    get,
+    path = "/api/stats",
+    tag = crate::web::openapi::OPERATIONS_TAG,
+    responses((status = 200, description = "Counts per shard, at most a second old.", body = StatsView))
+)]
 async fn stats(
     State(shards): State<Shards>,
     State(cache): State<StatsCache>,

@@ -35,7 +35,7 @@ pub struct Page {
 }
 
 /// A listed bookmark, saying whether search has caught up with its latest write.
-#[derive(Debug, serde::Serialize)]
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
 pub struct Listed {
     #[serde(flatten)]
     pub bookmark: Bookmark,

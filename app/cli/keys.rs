@@ -73,7 +73,14 @@ pub async fn run(settings: &Settings, command: KeysCommand) -> ExitCode {
                 Ok(t) => t,
                 Err(code) => return code,
             };
-            match keys::create(&mut conn, &tenant, note.as_deref()).await {
+            let note = match keys::KeyNote::parse(note.as_deref().unwrap_or("")) {
+                Ok(note) => note,
+                Err(e) => {
+                    eprintln!("error: --note: {e}");
+                    return ExitCode::from(EXIT_CONFIG);
+                }
+            };
+            match keys::create(&mut conn, &tenant, note.as_ref()).await {
                 Ok((row, key)) => {
                     if key_only {
                         println!("{}", key.expose());

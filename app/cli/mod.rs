@@ -7,6 +7,7 @@ mod check_config;
 mod jobs;
 mod keys;
 mod migrate;
+pub mod openapi;
 mod placement;
 mod route;
 mod serve;
@@ -57,6 +58,9 @@ pub enum Command {
     /// Create, list and revoke tenants' API keys.
     #[command(subcommand)]
     Keys(keys::KeysCommand),
+    /// Write the API's OpenAPI document (what `/api/openapi.json` serves). Needs no
+    /// configuration.
+    Openapi(openapi::OpenApiArgs),
 }
 
 pub const EXIT_CONFIG: u8 = 2;
@@ -92,6 +96,7 @@ pub fn main() -> ExitCode {
         Command::Keys(command) => {
             with_settings(&cli.config.path, |s| block_on(false, keys::run(s, command)))
         }
+        Command::Openapi(args) => openapi::run(&args),
     }
 }
 

@@ -34,6 +34,9 @@ struct Parts {
     busiest: Busiest,
 }
 
+/// The `code`s the fairness layer's answers carry.
+pub const CODES: &[&str] = &["tenant_busy"];
+
 /// Why the fairness layer refused a request.
 #[derive(Debug, thiserror::Error)]
 pub enum FairnessError {

@@ -35,7 +35,7 @@ use crate::tenancy::session::Sessions;
 use crate::web::health::Readiness;
 use crate::web::metrics::{MetricSource, Metrics, ShardMetrics};
 use crate::web::{HttpService, InstanceName};
-pub use state::AppState;
+pub use state::{AppState, api_document};
 
 /// Far more than the pools can serve at once (each request beyond them waits in a pool's
 /// queue), and a bound on what a flood can pile up.
@@ -203,6 +203,7 @@ impl Application {
             metrics,
             instance: instance.clone(),
             stats: Default::default(),
+            document: crate::web::openapi::ApiDocument::new(&state::api_document()),
             admin,
         });
         let listener = TcpListener::bind(options.bind)

@@ -10,8 +10,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::Router;
 use axum::extract::FromRef;
+use utoipa::openapi::{InfoBuilder, License, OpenApi};
+use utoipa_axum::router::OpenApiRouter;
 
 use crate::admin::{self, AdminState};
 use crate::bookmarks;
@@ -24,6 +25,7 @@ use crate::web::around::AroundLayer;
 use crate::web::authenticate::Authenticate;
 use crate::web::health::{self, Readiness};
 use crate::web::metrics::{self, Metrics};
+use crate::web::openapi::{self, Access, ApiDocument};
 use crate::web::{self, HttpService, InstanceName};
 
 /// The application's state; cheap to clone.
@@ -40,6 +42,7 @@ pub(super) struct Parts {
     pub(super) metrics: Metrics,
     pub(super) instance: InstanceName,
     pub(super) stats: StatsCache,
+    pub(super) document: ApiDocument,
     /// The admin page's state, when it is mounted (`ADMIN_TOKEN`); its routes carry it.
     pub(super) admin: Option<AdminState>,
 }
@@ -56,32 +59,92 @@ impl AppState {
     /// `routes` as a tenant's own: each request proves its tenant first (the
     /// authentication layer), then passes that tenant's bulkhead. Admin, stats, health and
     /// metrics routes do neither.
-    pub fn tenant_routes(&self, routes: Router<AppState>) -> Router<AppState> {
+    pub fn tenant_routes(&self, routes: OpenApiRouter<AppState>) -> OpenApiRouter<AppState> {
         let me = self.parts();
         routes
             .route_layer(AroundLayer(Admission::new(me.fairness.clone())))
             .route_layer(AroundLayer(Authenticate::new(me.authenticator.clone())))
     }
 
-    /// Every route of the app, behind the layers every request passes.
+    /// Every route of the app, behind the layers every request passes, and the page that
+    /// browses the API document.
     pub fn router(&self, request_timeout: Duration, max_in_flight: usize) -> HttpService {
         let me = self.parts();
-        let mut routes = Router::new()
-            .merge(self.tenant_routes(bookmarks::router()))
-            .merge(bookmarks::stats::routes())
-            .merge(health::routes())
-            .merge(metrics::routes());
-        if let Some(admin) = &me.admin {
-            routes = routes.merge(admin::router(admin.clone()));
-        }
+        let routes = every_route(
+            |tenant| self.tenant_routes(tenant),
+            |pages_and_api| match &me.admin {
+                Some(admin) => admin::router(admin.clone()),
+                // Not mounted without `ADMIN_TOKEN`; the document still describes it.
+                None => OpenApiRouter::with_openapi(pages_and_api.into_openapi()),
+            },
+        );
+        let (routes, _document) = routes.split_for_parts();
         web::serve(
-            routes.with_state(self.clone()),
+            routes.with_state(self.clone()).merge(openapi::docs_page()),
             &me.instance,
             request_timeout,
             max_in_flight,
         )
     }
 }
+
+/// Every route of the app: the one list that both the server ([`AppState::router`]) and the
+/// API document ([`api_document`]) are built from, so neither can have a route the other
+/// lacks. `tenant` puts the tenant's own routes behind their layers; `mount_admin` mounts the
+/// admin's, which carry a state of their own.
+fn every_route(
+    tenant: impl FnOnce(OpenApiRouter<AppState>) -> OpenApiRouter<AppState>,
+    mount_admin: impl FnOnce(OpenApiRouter<AdminState>) -> OpenApiRouter<AppState>,
+) -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .merge(tenant(bookmarks::router()))
+        .merge(bookmarks::stats::routes())
+        .merge(health::routes())
+        .merge(metrics::routes())
+        .merge(openapi::routes())
+        .merge(mount_admin(admin::routes()))
+}
+
+/// The API's OpenAPI document, as `/api/openapi.json` serves it and `bookmarks openapi`
+/// writes it to `docs/openapi.json`. Needs no database.
+pub fn api_document() -> OpenApi {
+    let routes = every_route(
+        |tenant| tenant,
+        |admin| OpenApiRouter::with_openapi(admin.into_openapi()),
+    );
+    let mut document = routes.into_openapi();
+    // Ours, not the defaults `OpenApiRouter::new` takes from the crate that builds it.
+    document.info = InfoBuilder::new()
+        .title("bookmarks-sharded")
+        .version(env!("CARGO_PKG_VERSION"))
+        .description(Some(API_DESCRIPTION))
+        .license(Some(License::new(env!("CARGO_PKG_LICENSE"))))
+        .build();
+    let access = |tag: &str| match tag {
+        bookmarks::api::TAG => Access::Tenant,
+        admin::TAG => Access::Admin,
+        _ => Access::Open,
+    };
+    let codes: Vec<&str> = [
+        web::error::CODES,
+        bookmarks::CODES,
+        admin::CODES,
+        crate::fairness::CODES,
+    ]
+    .concat();
+    openapi::complete(&mut document, &access, &codes);
+    document
+}
+
+const API_DESCRIPTION: &str = "A multi-tenant bookmarks service whose tenants' data is \
+    routed across several Postgres shards. A tenant's operations (`bookmarks` tag) take the \
+    tenant's API key as a Bearer token; the admin API (`admin` tag) is mounted only when the \
+    server has an `ADMIN_TOKEN`, and takes it as a Bearer token or as the password of HTTP \
+    Basic. Every error answer is `{\"error\": {\"code\", \"message\"}}`, and every 429 and \
+    503 says when to retry (`Retry-After`). The HTML UI (`/`, `/signin`, `/bookmarks/…`) and \
+    the admin page (`/admin`, its forms) are pages, not API, and are not described here. The \
+    compose stack's nginx does not publish `/metrics` and `/actuator/*` (they are scraped on \
+    the internal network).";
 
 /// `FromRef` for each part: `State<Part>` and the extractors built on it.
 macro_rules! parts_by_type {
@@ -103,4 +166,5 @@ parts_by_type! {
     metrics: Metrics,
     instance: InstanceName,
     stats: StatsCache,
+    document: ApiDocument,
 }

@@ -50,11 +50,41 @@ pub struct Credential {
 }
 
 /// Creates a key for `tenant`; the key is returned this once and stored only as a digest.
+/// Longest note a key may carry, in characters.
+pub const MAX_NOTE_CHARS: usize = 200;
+
+/// What a key is for, as listings show it: trimmed, at most [`MAX_NOTE_CHARS`] characters,
+/// no control characters (Postgres text cannot hold NUL, and a note is shown on a page).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyNote(String);
+
+impl KeyNote {
+    /// `None` for a blank note.
+    pub fn parse(raw: &str) -> Result<Option<Self>, String> {
+        let note = raw.trim();
+        if note.is_empty() {
+            return Ok(None);
+        }
+        if note.chars().count() > MAX_NOTE_CHARS {
+            return Err(format!("note is longer than {MAX_NOTE_CHARS} characters"));
+        }
+        if note.chars().any(char::is_control) {
+            return Err("note must not contain control characters".to_owned());
+        }
+        Ok(Some(Self(note.to_owned())))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
 pub async fn create(
     conn: &mut AsyncPgConnection,
     tenant: &TenantId,
-    note: Option<&str>,
+    note: Option<&KeyNote>,
 ) -> QueryResult<(KeyRow, ApiKey)> {
+    let note = note.map(KeyNote::as_str);
     let key = ApiKey::generate();
     let row = diesel::insert_into(tenant_api_keys::table)
         .values((
@@ -129,4 +159,23 @@ pub async fn touch(conn: &mut AsyncPgConnection, id: i64) -> QueryResult<usize> 
     .set(k::last_used_at.eq(diesel::dsl::now))
     .execute(conn)
     .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_note_is_trimmed_bounded_and_free_of_control_characters() {
+        assert_eq!(KeyNote::parse("  "), Ok(None));
+        assert_eq!(
+            KeyNote::parse(" ci runner ").unwrap().unwrap().as_str(),
+            "ci runner"
+        );
+        assert!(KeyNote::parse(&"n".repeat(MAX_NOTE_CHARS)).is_ok());
+        assert!(KeyNote::parse(&"n".repeat(MAX_NOTE_CHARS + 1)).is_err());
+        for bad in ["a\u{0}b", "line\nbreak", "bell\u{7}"] {
+            assert!(KeyNote::parse(bad).is_err(), "{bad:?}");
+        }
+    }
 }

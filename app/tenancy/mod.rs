@@ -17,7 +17,9 @@ use std::sync::Arc;
 
 use axum::http::request::Parts;
 
-const MAX_LEN: usize = 64;
+/// Longest tenant id, in characters.
+pub const MAX_TENANT_ID_CHARS: usize = 64;
+const MAX_LEN: usize = MAX_TENANT_ID_CHARS;
 
 tokio::task_local! {
     /// The tenant of the current unit of background work, for code outside a request.

@@ -28,6 +28,39 @@ use crate::web::access_log::Cause;
 /// control database that came back is being used again.
 const RETRY_AFTER_SECONDS: u32 = 2;
 
+/// Every `code` this layer's answers carry (features list their own), for the API document.
+pub const CODES: &[&str] = &[
+    "auth_unavailable",
+    "control_unavailable",
+    "cross_site_request",
+    "directory_unavailable",
+    "directory_unknown_shard",
+    "internal",
+    "invalid_api_key",
+    "invalid_authorization",
+    "invalid_body",
+    "invalid_form",
+    "invalid_query",
+    "invalid_session",
+    "invalid_tenant",
+    "malformed_json",
+    "method_not_allowed",
+    "missing_credentials",
+    "missing_tenant",
+    "not_found",
+    "payload_too_large",
+    "replica_unavailable",
+    "request_timeout",
+    "server_busy",
+    "shard_unavailable",
+    "tenant_mismatch",
+    "tenant_moved",
+    "tenant_moving",
+    "unknown_shard",
+    "unsupported_media_type",
+    "write_outcome_unknown",
+];
+
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {
     #[error(transparent)]

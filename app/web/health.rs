@@ -8,11 +8,12 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
+use axum::Json;
 use axum::extract::{FromRef, State};
 use axum::http::StatusCode;
-use axum::routing::get;
-use axum::{Json, Router};
 use serde_json::{Value, json};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use super::InstanceName;
 use crate::sharding::DirectoryRouter;
@@ -57,19 +58,25 @@ impl Readiness {
 }
 
 /// `/health`, `/ready` and `/actuator/health`.
-pub fn routes<S>() -> Router<S>
+pub fn routes<S>() -> OpenApiRouter<S>
 where
     S: Clone + Send + Sync + 'static,
     Readiness: FromRef<S>,
     InstanceName: FromRef<S>,
 {
-    Router::new()
-        .route("/health", get(health))
-        .route("/ready", get(ready))
-        .route("/actuator/health", get(ready))
+    OpenApiRouter::new()
+        .routes(routes!(health))
+        .routes(routes!(ready))
+        .routes(routes!(actuator_health))
 }
 
 /// Liveness: the process is serving. Database trouble must not get it restarted.
+#[utoipa::path(
+    get,
+    path = "/health",
+    tag = super::openapi::OPERATIONS_TAG,
+    responses((status = 200, description = "The process is serving: `{\"status\": \"UP\", \"components\": {…}}`.", content_type = "application/json", body = Object))
+)]
 async fn health(State(instance): State<InstanceName>) -> Json<Value> {
     Json(json!({
         "status": "UP",
@@ -79,6 +86,17 @@ async fn health(State(instance): State<InstanceName>) -> Json<Value> {
     }))
 }
 
+/// Readiness: the control database and every shard's servers answer, with the migrations
+/// this build expects. Says nothing about any tenant.
+#[utoipa::path(
+    get,
+    path = "/ready",
+    tag = super::openapi::OPERATIONS_TAG,
+    responses(
+        (status = 200, description = "Every component is up: `{\"status\": \"UP\", \"components\": {…}}`.", content_type = "application/json", body = Object),
+        (status = 503, description = "A component is down; the body says which (same shape as 200).", content_type = "application/json", body = Object),
+    )
+)]
 async fn ready(State(readiness): State<Readiness>) -> (StatusCode, Json<Value>) {
     let report = readiness.report().await;
     let code = if report["status"] == "UP" {
@@ -87,6 +105,20 @@ async fn ready(State(readiness): State<Readiness>) -> (StatusCode, Json<Value>) 
         StatusCode::SERVICE_UNAVAILABLE
     };
     (code, Json(report))
+}
+
+/// `/ready` under the name Spring-style tooling looks for.
+#[utoipa::path(
+    get,
+    path = "/actuator/health",
+    tag = super::openapi::OPERATIONS_TAG,
+    responses(
+        (status = 200, description = "As `/ready`.", content_type = "application/json", body = Object),
+        (status = 503, description = "As `/ready`.", content_type = "application/json", body = Object),
+    )
+)]
+async fn actuator_health(state: State<Readiness>) -> (StatusCode, Json<Value>) {
+    ready(state).await
 }
 
 fn status(up: bool) -> &'static str {

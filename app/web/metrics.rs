@@ -11,14 +11,15 @@ use std::time::Instant;
 
 use std::sync::Arc;
 
+use axum::Json;
 use axum::extract::{FromRef, MatchedPath, Request, State};
 use axum::http::{HeaderMap, HeaderName, HeaderValue};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
-use axum::{Json, Router};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use serde_json::{Map, Value, json};
 use tower::Service;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use super::InstanceName;
 use super::around::{Answer, Around};
@@ -222,16 +223,24 @@ impl Metrics {
 }
 
 /// `/metrics` and `/actuator/metrics`.
-pub fn routes<S>() -> Router<S>
+pub fn routes<S>() -> OpenApiRouter<S>
 where
     S: Clone + Send + Sync + 'static,
     Metrics: FromRef<S>,
 {
-    Router::new()
-        .route("/metrics", get(prometheus))
-        .route("/actuator/metrics", get(actuator))
+    OpenApiRouter::new()
+        .routes(routes!(prometheus))
+        .routes(routes!(actuator))
 }
 
+/// Prometheus text. Series that name tenants only for a scrape that presents the admin
+/// token as a Bearer token.
+#[utoipa::path(
+    get,
+    path = "/metrics",
+    tag = super::openapi::OPERATIONS_TAG,
+    responses((status = 200, description = "Prometheus text exposition format 0.0.4.", content_type = "text/plain", body = String))
+)]
 async fn prometheus(State(metrics): State<Metrics>, headers: HeaderMap) -> impl IntoResponse {
     for source in metrics.sources.iter() {
         source.record();
@@ -249,6 +258,13 @@ async fn prometheus(State(metrics): State<Metrics>, headers: HeaderMap) -> impl 
     )
 }
 
+/// The same figures as JSON, without any tenant's name.
+#[utoipa::path(
+    get,
+    path = "/actuator/metrics",
+    tag = super::openapi::OPERATIONS_TAG,
+    responses((status = 200, description = "This process's figures.", content_type = "application/json", body = Object))
+)]
 async fn actuator(State(metrics): State<Metrics>) -> Json<Value> {
     let mut out = Map::new();
     out.insert("instance".to_owned(), json!(metrics.instance.as_str()));

@@ -13,6 +13,7 @@ pub mod fallbacks;
 pub mod health;
 pub mod in_flight;
 pub mod metrics;
+pub mod openapi;
 pub mod request_id;
 
 use std::convert::Infallible;

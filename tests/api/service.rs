@@ -929,10 +929,11 @@ async fn sharded_db_tx_commits_or_rolls_back_on_the_tenants_own_shard() {
         "/tx/{fail}",
         axum::routing::post(two_rows_in_one_transaction),
     );
-    let router = app
+    let router: axum::Router = app
         .state()
-        .tenant_routes(routes)
-        .with_state(app.state().clone());
+        .tenant_routes(routes.into())
+        .with_state(app.state().clone())
+        .into();
     let key = format!("Bearer {}", create_key(&l.settings(), "tx-tenant").await);
     let call = |fail: bool| {
         let req = axum::http::Request::post(format!("/tx/{fail}"))

@@ -2,6 +2,7 @@
 //! routing rules, tenant resolution, the command line as a user runs it, and the
 //! repository's own hygiene.
 
+mod api_document;
 mod cli;
 mod repository;
 mod routing;

@@ -426,7 +426,8 @@ pub async fn revoke_keys(settings: &Settings, tenant: &str) {
 pub async fn create_key(settings: &Settings, tenant: &str) -> String {
     let mut conn = control_conn(settings).await;
     let tenant = bookmarks_sharded::tenancy::TenantId::parse(tenant).expect("a valid tenant id");
-    let (_, key) = bookmarks_sharded::tenancy::keys::create(&mut conn, &tenant, Some("test"))
+    let note = bookmarks_sharded::tenancy::keys::KeyNote::parse("test").unwrap();
+    let (_, key) = bookmarks_sharded::tenancy::keys::create(&mut conn, &tenant, note.as_ref())
         .await
         .expect("a key is created");
     key.expose().to_owned()
