@@ -13,6 +13,7 @@ mod directory;
 mod fairness;
 mod load_generator;
 mod moves;
+mod openapi;
 mod outages;
 mod partitions;
 mod search;

@@ -263,6 +263,32 @@ async fn browse_the_admin_page_and_the_tenant_ui(stack: &Stack) -> Browser {
     .await;
     assert!(ended, "the revoked key's session ended");
     b.screenshot("session-revoked").await;
+
+    // The API's page, through nginx: Swagger UI from the app itself draws every operation
+    // of the document it fetches from the app.
+    b.client.goto(&format!("{base}/api/docs")).await.unwrap();
+    b.wait_for(".opblock").await;
+    let drawn = b.count(".opblock").await;
+    let described: Value = stack
+        .http
+        .get(format!("{base}/api/openapi.json"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let operations: usize = described["paths"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|item| item.as_object().unwrap().len())
+        .sum();
+    assert_eq!(
+        drawn, operations,
+        "the page shows every documented operation"
+    );
+    b.screenshot("api-docs").await;
     b
 }
 
