@@ -66,8 +66,8 @@ pub struct NewKey {
     note: Option<String>,
 }
 
-/// `POST /admin/api/tenants/{tenant}/keys` with a JSON body (`{}` or `{"note": …}`): 201 and
-/// the key, shown this once.
+/// Creates an API key for the tenant (body `{}` or `{"note": …}`); the key is shown this
+/// once.
 #[utoipa::path(
     post,
     path = "/admin/api/tenants/{key}/keys",
@@ -96,7 +96,7 @@ pub async fn api_create(
     Ok((StatusCode::CREATED, Json(answer)).into_response())
 }
 
-/// `GET /admin/api/tenants/{tenant}/keys`.
+/// The tenant's API keys, revoked ones included; never the keys themselves.
 #[utoipa::path(
     get,
     path = "/admin/api/tenants/{key}/keys",
@@ -115,7 +115,7 @@ pub async fn api_list(
     Ok(Json(json!({ "keys": keys })).into_response())
 }
 
-/// `DELETE /admin/api/keys/{id}`: revokes the key (it stays listed, as revoked).
+/// Revokes a key: it stays listed, as revoked.
 #[utoipa::path(
     delete,
     path = "/admin/api/keys/{id}",

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::FromRef;
+use utoipa::openapi::tag::TagBuilder;
 use utoipa::openapi::{InfoBuilder, License, OpenApi};
 use utoipa_axum::router::OpenApiRouter;
 
@@ -120,6 +121,31 @@ pub fn api_document() -> OpenApi {
         .description(Some(API_DESCRIPTION))
         .license(Some(License::new(env!("CARGO_PKG_LICENSE"))))
         .build();
+    document.tags = Some(
+        [
+            (
+                bookmarks::api::TAG,
+                "A tenant's own bookmarks, on its shard.",
+            ),
+            (
+                admin::TAG,
+                "The operator's view across shards (`ADMIN_TOKEN`).",
+            ),
+            (
+                openapi::OPERATIONS_TAG,
+                "Health, readiness, metrics and counts; no credentials.",
+            ),
+            (openapi::META_TAG, "This document."),
+        ]
+        .into_iter()
+        .map(|(name, description)| {
+            TagBuilder::new()
+                .name(name)
+                .description(Some(description))
+                .build()
+        })
+        .collect(),
+    );
     let access = |tag: &str| match tag {
         bookmarks::api::TAG => Access::Tenant,
         admin::TAG => Access::Admin,
