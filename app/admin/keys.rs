@@ -9,8 +9,7 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum_extra::extract::CookieJar;
-use serde::Deserialize;
-use serde_json::json;
+use serde::{Deserialize, Serialize};
 
 use super::page;
 use super::{AdminState, ControlError, tenant_param};
@@ -74,7 +73,7 @@ pub struct NewKey {
     tag = super::TAG,
     params(("key" = String, Path, description = "The tenant id.", min_length = 1, max_length = 64, pattern = "^[A-Za-z0-9][A-Za-z0-9._-]*$")),
     request_body = NewKey,
-    responses((status = 201, description = "The new key's row, with `key` itself: shown this once, stored only as its hash.", content_type = "application/json", body = Object))
+    responses((status = 201, description = "The new key's row, with `key` itself: shown this once, stored only as its hash.", body = CreatedKey))
 )]
 pub async fn api_create(
     State(state): State<AdminState>,
@@ -91,9 +90,23 @@ pub async fn api_create(
     let (row, key) = create(&state, &tenant, note)
         .await
         .map_err(|_| ApiError::ControlUnavailable)?;
-    let mut answer = serde_json::to_value(&row).expect("a key row serializes");
-    answer["key"] = json!(key.expose());
-    Ok((StatusCode::CREATED, Json(answer)).into_response())
+    let key = key.expose().to_owned();
+    Ok((StatusCode::CREATED, Json(CreatedKey { row, key })).into_response())
+}
+
+/// A new key's row and the key itself, shown this once.
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct CreatedKey {
+    #[serde(flatten)]
+    row: KeyRow,
+    /// `bks_…`: stored only as its hash, never shown again.
+    key: String,
+}
+
+/// A tenant's keys.
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct KeyList {
+    keys: Vec<KeyRow>,
 }
 
 /// The tenant's API keys, revoked ones included; never the keys themselves.
@@ -102,7 +115,7 @@ pub async fn api_create(
     path = "/admin/api/tenants/{key}/keys",
     tag = super::TAG,
     params(("key" = String, Path, description = "The tenant id.", min_length = 1, max_length = 64, pattern = "^[A-Za-z0-9][A-Za-z0-9._-]*$")),
-    responses((status = 200, description = "`{\"keys\": […]}`: the tenant's keys, revoked ones included, never the keys themselves.", content_type = "application/json", body = Object))
+    responses((status = 200, description = "The tenant's keys, revoked ones included, never the keys themselves.", body = KeyList))
 )]
 pub async fn api_list(
     State(state): State<AdminState>,
@@ -112,7 +125,7 @@ pub async fn api_list(
     let keys = of_tenant(&state, &tenant)
         .await
         .map_err(|_| ApiError::ControlUnavailable)?;
-    Ok(Json(json!({ "keys": keys })).into_response())
+    Ok(Json(KeyList { keys }).into_response())
 }
 
 /// Revokes a key: it stays listed, as revoked.
@@ -122,7 +135,7 @@ pub async fn api_list(
     tag = super::TAG,
     params(("id" = i64, Path, description = "The key's id, as listed.")),
     responses(
-        (status = 200, description = "The revoked key's row. Every web replica refuses the key within a second.", content_type = "application/json", body = Object),
+        (status = 200, description = "The revoked key's row. Every web replica refuses the key within a second.", body = KeyRow),
         (status = 404, description = "No key has that id (`not_found`).", body = ErrorBody),
     )
 )]

@@ -206,13 +206,25 @@ async fn api_tenant(
     get,
     path = "/admin/api/pins",
     tag = TAG,
-    responses((status = 200, description = "`{\"pins\": […]}`.", content_type = "application/json", body = Object))
+    responses((status = 200, description = "Every placed tenant and whether its rule is in effect.", body = PinsView))
 )]
 async fn api_pins(State(state): State<AdminState>) -> Result<Response, ApiError> {
     match overview::pins(&state).await {
-        (pins, None) => Ok(Json(json!({ "pins": pins })).into_response()),
+        (pins, None) => Ok(Json(PinsView { pins }).into_response()),
         (_, Some(_)) => Err(ApiError::ControlUnavailable),
     }
+}
+
+/// Every placed tenant: directory rows and config pins.
+#[derive(serde::Serialize, utoipa::ToSchema)]
+struct PinsView {
+    pins: Vec<crate::sharding::directory::placement::PinEntry>,
+}
+
+/// The most recent moves, newest first.
+#[derive(serde::Serialize, utoipa::ToSchema)]
+struct MovesView {
+    moves: Vec<moves::MoveSummary>,
 }
 
 /// This replica's busiest tenants and the placement advice drawn from them.
@@ -246,11 +258,11 @@ fn busiest(state: &AdminState) -> (BusiestReport, Vec<Advice>) {
     get,
     path = "/admin/api/moves",
     tag = TAG,
-    responses((status = 200, description = "`{\"moves\": […]}`.", content_type = "application/json", body = Object))
+    responses((status = 200, description = "The most recent moves and where each stands.", body = MovesView))
 )]
 async fn api_moves(State(state): State<AdminState>) -> Result<Response, ApiError> {
     match moves::recent(&state, None).await {
-        Ok(moves) => Ok(Json(json!({ "moves": moves })).into_response()),
+        Ok(moves) => Ok(Json(MovesView { moves }).into_response()),
         Err(_) => Err(ApiError::ControlUnavailable),
     }
 }

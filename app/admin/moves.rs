@@ -11,7 +11,7 @@ use crate::moves::record;
 /// How many moves the page lists (newest first).
 const SHOWN: i64 = 50;
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct MoveSummary {
     pub id: i64,
     pub tenants: Vec<String>,

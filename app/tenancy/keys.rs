@@ -29,7 +29,7 @@ diesel::table! {
 use tenant_api_keys::dsl as k;
 
 /// A key as the CLI and the admin page list it: everything but the key.
-#[derive(Debug, Clone, Queryable, Selectable, Serialize)]
+#[derive(Debug, Clone, Queryable, Selectable, Serialize, utoipa::ToSchema)]
 #[diesel(table_name = tenant_api_keys)]
 pub struct KeyRow {
     pub id: i64,

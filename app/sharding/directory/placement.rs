@@ -130,7 +130,7 @@ pub fn without_directory(shards: &ShardSet, tenant: &str) -> NamedRoute {
 
 /// One placed tenant as operators list them: a directory row or a config pin, and
 /// whether it is the rule in effect.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
 pub struct PinEntry {
     pub tenant: String,
     pub shard: String,
