@@ -124,7 +124,7 @@ impl BrowseParams {
 }
 
 /// One row of the browse table.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct BrowseItem {
     pub shard: String,
     pub tenant: String,
@@ -135,10 +135,14 @@ pub struct BrowseItem {
     pub created_at: DateTime<Utc>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct BrowsePage {
     pub items: Vec<BrowseItem>,
+    /// Pass as `cursor` for the next (older) page; absent on the last page.
+    #[schema(value_type = Option<String>)]
     pub next_cursor: Option<Cursor>,
+    /// Pass as `prev` for the previous (newer) page; absent on the first page.
+    #[schema(value_type = Option<String>)]
     pub prev_cursor: Option<Cursor>,
     pub shards: Vec<Coverage>,
     /// False when a shard did not answer: its rows are missing from this page.

@@ -18,7 +18,7 @@ use crate::sharding::tenant_rows;
 use crate::tenancy::TenantId;
 use crate::tenancy::keys::KeyRow;
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct RowsOnShard {
     pub shard: String,
     pub rows: Option<i64>,
@@ -30,7 +30,7 @@ pub struct RowsOnShard {
     pub error: Option<String>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct TenantReport {
     pub tenant: String,
     pub slot: u16,

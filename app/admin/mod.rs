@@ -25,7 +25,6 @@ use std::sync::Arc;
 use axum::extract::{FromRef, State};
 use axum::response::{IntoResponse, Json, Response};
 use axum::routing::{get, post};
-use serde_json::json;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -130,11 +129,57 @@ fn tenant_param(raw: &str) -> Result<TenantId, ApiError> {
     get,
     path = "/admin/api/shards",
     tag = TAG,
-    responses((status = 200, description = "`{\"shards\": […], \"coverage\": …}`; a shard that did not answer in time is reported, not left out.", content_type = "application/json", body = Object))
+    responses((status = 200, description = "Every shard's card; a shard that did not answer in time is reported, not left out.", body = ShardsView))
 )]
 async fn api_shards(State(state): State<AdminState>, cross: CrossShard) -> Response {
     let (cards, facts) = overview::shard_cards(&state, &cross).await;
-    Json(json!({ "shards": cards, "coverage": facts.coverage() })).into_response()
+    let coverage = facts.coverage();
+    Json(ShardsView {
+        shards: cards,
+        coverage,
+    })
+    .into_response()
+}
+
+/// Every shard's card, and which shards answered the counts.
+#[derive(serde::Serialize, utoipa::ToSchema)]
+struct ShardsView {
+    shards: Vec<overview::ShardCard>,
+    coverage: Vec<crate::sharding::cross_shard::Coverage>,
+}
+
+/// The slot map as configured, and the tenants the directory places.
+#[derive(serde::Serialize, utoipa::ToSchema)]
+struct SlotsView {
+    slot_count: u16,
+    shards: Vec<SlotOwner>,
+    placed: Vec<crate::sharding::directory::placement::PinEntry>,
+    /// Why the directory could not be read (then `placed` shows config pins only).
+    directory_error: Option<String>,
+}
+
+/// A shard's part of the slot map.
+#[derive(serde::Serialize, utoipa::ToSchema)]
+struct SlotOwner {
+    name: String,
+    colour: &'static str,
+    slot_count: u32,
+    /// Inclusive `[start, end]` ranges.
+    #[schema(value_type = Vec<Vec<u16>>)]
+    ranges: Vec<[u16; 2]>,
+}
+
+/// This replica's busiest tenants, per-shard totals and the advice drawn from them.
+#[derive(serde::Serialize, utoipa::ToSchema)]
+struct BusiestView {
+    instance: String,
+    max_in_flight_per_tenant: u32,
+    window_seconds: u64,
+    tenants: Vec<crate::fairness::busiest::TenantLoad>,
+    /// `[shard, requests]` pairs.
+    #[schema(value_type = Vec<Vec<Value>>)]
+    shards: Vec<(String, u64)>,
+    advice: Vec<Advice>,
 }
 
 /// The slot map: each shard's slot ranges, and the tenants placed by the directory.
@@ -142,29 +187,32 @@ async fn api_shards(State(state): State<AdminState>, cross: CrossShard) -> Respo
     get,
     path = "/admin/api/slots",
     tag = TAG,
-    responses((status = 200, description = "`{\"slot_count\", \"shards\", \"placed\", \"directory_error\"}`.", content_type = "application/json", body = Object))
+    responses((status = 200, description = "The slot map and the placed tenants.", body = SlotsView))
 )]
 async fn api_slots(State(state): State<AdminState>) -> Response {
     let set = state.shards.set();
-    let shards: Vec<_> = set
+    let shards = set
         .iter()
         .enumerate()
-        .map(|(i, s)| {
-            json!({
-                "name": s.name(),
-                "colour": overview::colour(i),
-                "slot_count": s.spec().slot_count(),
-                "ranges": s.spec().slots.iter().map(|r| [r.start(), r.end()]).collect::<Vec<_>>(),
-            })
+        .map(|(i, s)| SlotOwner {
+            name: s.name().to_owned(),
+            colour: overview::colour(i),
+            slot_count: s.spec().slot_count(),
+            ranges: s
+                .spec()
+                .slots
+                .iter()
+                .map(|r| [r.start(), r.end()])
+                .collect(),
         })
         .collect();
-    let (pins, control_error) = overview::pins(&state).await;
-    Json(json!({
-        "slot_count": crate::sharding::SLOT_COUNT,
-        "shards": shards,
-        "placed": pins,
-        "directory_error": control_error,
-    }))
+    let (placed, directory_error) = overview::pins(&state).await;
+    Json(SlotsView {
+        slot_count: crate::sharding::SLOT_COUNT,
+        shards,
+        placed,
+        directory_error,
+    })
     .into_response()
 }
 
@@ -174,7 +222,7 @@ async fn api_slots(State(state): State<AdminState>) -> Response {
     path = "/admin/api/bookmarks",
     tag = TAG,
     params(browse::BrowseParams),
-    responses((status = 200, description = "A page, with `next_cursor`/`prev_cursor` and which shards answered.", content_type = "application/json", body = Object))
+    responses((status = 200, description = "A page, with `next_cursor`/`prev_cursor` and which shards answered.", body = browse::BrowsePage))
 )]
 async fn api_bookmarks(
     cross: CrossShard,
@@ -190,7 +238,7 @@ async fn api_bookmarks(
     path = "/admin/api/tenants/{key}",
     tag = TAG,
     params(("key" = String, Path, description = "The tenant id.", min_length = 1, max_length = 64, pattern = "^[A-Za-z0-9][A-Za-z0-9._-]*$")),
-    responses((status = 200, description = "The tenant's report.", content_type = "application/json", body = Object))
+    responses((status = 200, description = "The tenant's report.", body = lookup::TenantReport))
 )]
 async fn api_tenant(
     State(state): State<AdminState>,
@@ -232,18 +280,18 @@ struct MovesView {
     get,
     path = "/admin/api/busiest",
     tag = TAG,
-    responses((status = 200, description = "The busiest tenants in the last window, per shard, with advice.", content_type = "application/json", body = Object))
+    responses((status = 200, description = "The busiest tenants in the last window, per shard, with advice.", body = BusiestView))
 )]
 async fn api_busiest(State(state): State<AdminState>) -> Response {
     let (report, advice) = busiest(&state);
-    Json(json!({
-        "instance": state.instance.as_str(),
-        "max_in_flight_per_tenant": state.fairness.limit(),
-        "window_seconds": report.window_seconds,
-        "tenants": report.tenants,
-        "shards": report.shards,
-        "advice": advice,
-    }))
+    Json(BusiestView {
+        instance: state.instance.as_str().to_owned(),
+        max_in_flight_per_tenant: state.fairness.limit(),
+        window_seconds: report.window_seconds,
+        tenants: report.tenants,
+        shards: report.shards,
+        advice,
+    })
     .into_response()
 }
 

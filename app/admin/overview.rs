@@ -21,7 +21,7 @@ use crate::sharding::slot_range::display_ranges;
 use crate::sharding::{SLOT_COUNT, Shard};
 
 /// One server of a shard as probed just now.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct ServerState {
     pub up: bool,
     pub detail: String,
@@ -29,7 +29,7 @@ pub struct ServerState {
 }
 
 /// A connection pool's occupancy.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct PoolState {
     pub server: &'static str,
     pub max_size: usize,
@@ -38,7 +38,7 @@ pub struct PoolState {
     pub waiting: usize,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct ReplicaState {
     #[serde(flatten)]
     pub server: ServerState,
@@ -48,7 +48,7 @@ pub struct ReplicaState {
     pub reads: &'static str,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct ShardCard {
     pub name: String,
     pub colour: &'static str,

@@ -12,7 +12,7 @@ pub const MIN_SHARD_REQUESTS: u64 = 200;
 /// Above this share the tenant is (nearly) alone on its shard already.
 const ALONE_SHARE: f64 = 0.95;
 
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, PartialEq, utoipa::ToSchema)]
 pub struct Advice {
     pub tenant: String,
     pub shard: String,

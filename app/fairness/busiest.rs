@@ -82,7 +82,7 @@ struct Entry {
 }
 
 /// One tenant in a report.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, PartialEq, utoipa::ToSchema)]
 pub struct TenantLoad {
     pub tenant: String,
     /// The shard that served most of its requests (`None` if none was served).

@@ -58,7 +58,7 @@ pub struct ShardIndexState {
 }
 
 /// A copy of [`ShardIndexState`] to show.
-#[derive(Debug, Clone, Default, serde::Serialize)]
+#[derive(Debug, Clone, Default, serde::Serialize, utoipa::ToSchema)]
 pub struct IndexSnapshot {
     pub pending: i64,
     /// Age of the oldest write not yet indexed.

@@ -32,7 +32,7 @@ pub const RECOVERY_EVERY: Duration = Duration::from_millis(500);
 const LIVENESS_MISSES: u32 = 2;
 
 /// Which server of a shard (or the control database) a breaker guards.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Role {
     Primary,
@@ -51,7 +51,7 @@ impl Role {
 }
 
 /// A breaker's state for health, metrics and the admin page.
-#[derive(Clone, Debug, serde::Serialize)]
+#[derive(Clone, Debug, serde::Serialize, utoipa::ToSchema)]
 pub struct BreakerSnapshot {
     pub role: Role,
     pub open: bool,

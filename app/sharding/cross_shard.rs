@@ -27,7 +27,7 @@ pub struct CrossShard {
 }
 
 /// Which server answered for a shard.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Server {
     Primary,
@@ -60,7 +60,7 @@ pub struct FanOut<T> {
 
 /// What clients may see of one shard's part (its value aside): the reason for a missing
 /// answer is a kind of failure, never the driver's words.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct Coverage {
     pub shard: String,
     /// `ok`, `stale` (a replica behind by more than [`STALE_AFTER`]) or `missing`.
