@@ -101,12 +101,7 @@ impl BrowseParams {
             (None, Some(c)) => Some((c.parse::<Cursor>()?.0, Direction::Newer)),
             (None, None) => None,
         };
-        if given(&self.tag).is_some_and(|t| t.contains('\0')) {
-            return Err(ApiError::BadRequest {
-                code: "invalid_query",
-                message: "tag must not contain a NUL character".to_owned(),
-            });
-        }
+        crate::web::extract::refuse_nul("tag", given(&self.tag))?;
         let tenant = given(&self.tenant)
             .map(|t| super::tenant_param(t).map(|t| t.to_string()))
             .transpose()?;

@@ -20,7 +20,7 @@ use crate::tenancy::keys::{self, KeyNote, KeyRow};
 use crate::web::csrf;
 use crate::web::error::ApiError;
 use crate::web::extract::{ApiJson, ApiPath, UiForm};
-use crate::web::openapi::ErrorBody;
+use crate::web::openapi::{ErrorBody, TenantIdSchema};
 
 /// `tenant`'s keys, oldest first.
 pub async fn of_tenant(state: &AdminState, tenant: &TenantId) -> Result<Vec<KeyRow>, ControlError> {
@@ -71,7 +71,7 @@ pub struct NewKey {
     post,
     path = "/admin/api/tenants/{key}/keys",
     tag = super::TAG,
-    params(("key" = String, Path, description = "The tenant id.", min_length = 1, max_length = 64, pattern = "^[A-Za-z0-9][A-Za-z0-9._-]*$")),
+    params(("key" = inline(TenantIdSchema), Path, description = "The tenant id.")),
     request_body = NewKey,
     responses((status = 201, description = "The new key's row, with `key` itself: shown this once, stored only as its hash.", body = CreatedKey))
 )]
@@ -114,7 +114,7 @@ pub struct KeyList {
     get,
     path = "/admin/api/tenants/{key}/keys",
     tag = super::TAG,
-    params(("key" = String, Path, description = "The tenant id.", min_length = 1, max_length = 64, pattern = "^[A-Za-z0-9][A-Za-z0-9._-]*$")),
+    params(("key" = inline(TenantIdSchema), Path, description = "The tenant id.")),
     responses((status = 200, description = "The tenant's keys, revoked ones included, never the keys themselves.", body = KeyList))
 )]
 pub async fn api_list(

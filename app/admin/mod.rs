@@ -39,6 +39,7 @@ use crate::tenancy::TenantId;
 use crate::web::InstanceName;
 use crate::web::error::ApiError;
 use crate::web::extract::{ApiPath, ApiQuery};
+use crate::web::openapi::TenantIdSchema;
 
 /// What the admin page reads: every shard and the control database, and the figures the
 /// other features keep in this process. Cheap to clone.
@@ -237,7 +238,7 @@ async fn api_bookmarks(
     get,
     path = "/admin/api/tenants/{key}",
     tag = TAG,
-    params(("key" = String, Path, description = "The tenant id.", min_length = 1, max_length = 64, pattern = "^[A-Za-z0-9][A-Za-z0-9._-]*$")),
+    params(("key" = inline(TenantIdSchema), Path, description = "The tenant id.")),
     responses((status = 200, description = "The tenant's report.", body = lookup::TenantReport))
 )]
 async fn api_tenant(

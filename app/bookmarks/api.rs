@@ -17,7 +17,9 @@ use super::model::{Bookmark, NewBookmarkInput, PatchInput};
 use super::store::{self, ListQuery, Listed, StoreError};
 use crate::sharding::access::Shards;
 use crate::web::error::ApiError;
-use crate::web::extract::{ApiJson, ApiQuery, QueryFailure, ShardedDb, ShardedReadDb, Tenant};
+use crate::web::extract::{
+    ApiJson, ApiQuery, QueryFailure, ShardedDb, ShardedReadDb, Tenant, refuse_nul,
+};
 use crate::web::openapi::ErrorBody;
 
 /// The tag of the tenant's operations in the API document.
@@ -125,14 +127,8 @@ impl ListParams {
             })?),
         };
         let clean = |s: Option<String>| s.map(|v| v.trim().to_owned()).filter(|v| !v.is_empty());
-        for (name, value) in [("tag", &self.tag), ("q", &self.q)] {
-            if value.as_deref().is_some_and(|v| v.contains('\0')) {
-                return Err(ApiError::BadRequest {
-                    code: "invalid_query",
-                    message: format!("{name} {}", super::model::NUL_MESSAGE),
-                });
-            }
-        }
+        refuse_nul("tag", self.tag.as_deref())?;
+        refuse_nul("q", self.q.as_deref())?;
         let q = clean(self.q);
         if let Some(q) = &q {
             check_search(q).map_err(|message| ApiError::BadRequest {

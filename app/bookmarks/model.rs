@@ -9,6 +9,9 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use super::schema::bookmarks;
+// Postgres text cannot hold NUL: each field refuses it by name rather than failing in the
+// database.
+use crate::web::extract::NUL_MESSAGE;
 
 pub const MAX_URL_BYTES: usize = 2048;
 pub const MAX_TITLE_CHARS: usize = 300;
@@ -172,10 +175,6 @@ fn push(errors: &mut Vec<FieldError>, field: &'static str, message: impl Into<St
         message: message.into(),
     });
 }
-
-/// Postgres text cannot hold NUL: refused here, with the field's name, rather than failing
-/// in the database.
-pub const NUL_MESSAGE: &str = "must not contain a NUL character";
 
 fn check_url(raw: &str, errors: &mut Vec<FieldError>) -> String {
     let trimmed = raw.trim();

@@ -290,6 +290,20 @@ where
 #[from_request(via(Json), rejection(ApiError))]
 pub struct ApiJson<T>(pub T);
 
+/// What a client is told of text holding a NUL character, which Postgres text cannot store.
+pub const NUL_MESSAGE: &str = "must not contain a NUL character";
+
+/// Refuses a query parameter's text that holds a NUL, by name, before it reaches a database.
+pub fn refuse_nul(name: &str, value: Option<&str>) -> Result<(), ApiError> {
+    match value {
+        Some(v) if v.contains('\0') => Err(ApiError::BadRequest {
+            code: "invalid_query",
+            message: format!("{name} {NUL_MESSAGE}"),
+        }),
+        _ => Ok(()),
+    }
+}
+
 /// `Query` whose rejections are API errors.
 #[derive(FromRequestParts)]
 #[from_request(via(Query), rejection(ApiError))]

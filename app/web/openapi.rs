@@ -9,9 +9,8 @@
 //! `X-Shard`) is the same everywhere and lives here, applied by [`complete`]; the
 //! assembler says which tag is which kind, since this layer knows no feature.
 
-use std::sync::Arc;
-
 use axum::Router;
+use axum::body::Bytes;
 use axum::extract::{FromRef, State};
 use axum::http::header;
 use axum::response::IntoResponse;
@@ -49,18 +48,18 @@ pub enum Access {
     Open,
 }
 
-/// The serialized document, built once when the app is assembled.
+/// The serialized document, built once when the app is assembled; every answer shares
+/// its bytes.
 #[derive(Clone)]
-pub struct ApiDocument(Arc<str>);
+pub struct ApiDocument(Bytes);
 
 impl ApiDocument {
     pub fn new(document: &OpenApi) -> Self {
-        Self(
+        Self(Bytes::from(
             document
                 .to_pretty_json()
-                .expect("an OpenAPI document serializes")
-                .into(),
-        )
+                .expect("an OpenAPI document serializes"),
+        ))
     }
 }
 
@@ -92,10 +91,7 @@ pub fn docs_page() -> Router {
     responses((status = 200, description = "This OpenAPI 3.1 document.", content_type = "application/json", body = Object))
 )]
 async fn document(State(document): State<ApiDocument>) -> impl IntoResponse {
-    (
-        [(header::CONTENT_TYPE, "application/json")],
-        document.0.to_string(),
-    )
+    ([(header::CONTENT_TYPE, "application/json")], document.0)
 }
 
 /// The shared error body, as operations name it in their responses (`body = ErrorBody`).
@@ -295,8 +291,19 @@ fn tenant_header() -> utoipa::openapi::path::Parameter {
         .build()
 }
 
-/// A tenant id as `TenantId::parse` accepts it.
-pub fn tenant_id_schema() -> Schema {
+/// A tenant id as `TenantId::parse` accepts it: the schema of the tenant header and of
+/// every path parameter that names a tenant (`params(("key" = inline(TenantIdSchema), …))`).
+pub struct TenantIdSchema;
+
+impl utoipa::PartialSchema for TenantIdSchema {
+    fn schema() -> RefOr<Schema> {
+        RefOr::T(tenant_id_schema())
+    }
+}
+
+impl utoipa::ToSchema for TenantIdSchema {}
+
+fn tenant_id_schema() -> Schema {
     Schema::Object(
         ObjectBuilder::new()
             .schema_type(SchemaType::new(Type::String))
@@ -307,18 +314,19 @@ pub fn tenant_id_schema() -> Schema {
     )
 }
 
-fn served_by() -> utoipa::openapi::header::Header {
+fn string_header(description: &str) -> utoipa::openapi::header::Header {
     HeaderBuilder::new()
         .schema(ObjectBuilder::new().schema_type(SchemaType::new(Type::String)))
-        .description(Some("The name of the web replica that answered."))
+        .description(Some(description))
         .build()
 }
 
+fn served_by() -> utoipa::openapi::header::Header {
+    string_header("The name of the web replica that answered.")
+}
+
 fn shard_header() -> utoipa::openapi::header::Header {
-    HeaderBuilder::new()
-        .schema(ObjectBuilder::new().schema_type(SchemaType::new(Type::String)))
-        .description(Some("The shard that served the request."))
-        .build()
+    string_header("The shard that served the request.")
 }
 
 fn retry_after() -> utoipa::openapi::header::Header {
@@ -348,10 +356,7 @@ fn error_response(status: u16, description: &str) -> Response {
     if status == 401 {
         answer = answer.header(
             "WWW-Authenticate",
-            HeaderBuilder::new()
-                .schema(ObjectBuilder::new().schema_type(SchemaType::new(Type::String)))
-                .description(Some("The scheme to authenticate with."))
-                .build(),
+            string_header("The scheme to authenticate with."),
         );
     }
     answer.build()

@@ -270,8 +270,7 @@ async fn browse_the_admin_page_and_the_tenant_ui(stack: &Stack) -> Browser {
     b.wait_for(".opblock").await;
     let drawn = b.count(".opblock").await;
     let described: Value = stack
-        .http
-        .get(format!("{base}/api/openapi.json"))
+        .get("/api/openapi.json")
         .send()
         .await
         .unwrap()
