@@ -14,7 +14,10 @@ const SHOWN: i64 = 50;
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct MoveSummary {
     pub id: i64,
+    /// The tenants moved (for a range move: those its copy found).
     pub tenants: Vec<String>,
+    /// A range move's slot ranges, e.g. `0-4095,9000`; absent for a tenant move.
+    pub slots: Option<String>,
     pub from_shard: String,
     pub to_shard: String,
     pub state: String,
@@ -32,6 +35,7 @@ impl From<MoveRecord> for MoveSummary {
         Self {
             id: m.id,
             tenants: m.tenants,
+            slots: m.slots.as_deref().map(record::ranges_text),
             from_shard: m.from,
             to_shard: m.to,
             state: m.state.as_str().to_owned(),

@@ -174,8 +174,11 @@ pub async fn shard_cards(
             ShardCard {
                 name: shard.name().to_owned(),
                 colour: colour(i),
-                slot_count: shard.spec().slot_count(),
-                ranges: display_ranges(&shard.spec().slots),
+                slot_count: live_slots(set, shard.id().index())
+                    .iter()
+                    .map(|r| r.len())
+                    .sum(),
+                ranges: display_ranges(&live_slots(set, shard.id().index())),
                 primary,
                 replica: replica.map(|server| ReplicaState {
                     reads: if state.shards.replicas().is_ready(shard.id()) {
@@ -205,6 +208,18 @@ pub async fn shard_cards(
         })
         .collect();
     (cards, facts)
+}
+
+/// The slots a shard owns in the live slot map (`autumn.toml` plus overrides).
+fn live_slots(set: &crate::sharding::ShardSet, shard: usize) -> Vec<crate::sharding::SlotRange> {
+    let map = set.slot_map().snapshot();
+    crate::sharding::slot_range::compact((0..SLOT_COUNT).filter(|&s| map.owner(s).shard == shard))
+}
+
+/// How the live slot map differs from `autumn.toml`, with the edit that folds it in.
+pub fn slot_drift(state: &AdminState) -> Vec<crate::sharding::slot_map::Drift> {
+    let set = state.shards.set();
+    set.slot_map().snapshot().drift(set.topology())
 }
 
 /// One run of consecutive slots with the same owner, as a rectangle of the map.
@@ -241,9 +256,10 @@ pub const MAP_CELL: u32 = 4;
 pub fn slot_runs(state: &AdminState) -> Vec<SlotRun> {
     let set = state.shards.set();
     let topology = set.topology();
+    let map = set.slot_map().snapshot();
     let mut runs: Vec<SlotRun> = Vec::new();
     for slot in 0..SLOT_COUNT {
-        let owner = topology.owner_of(slot);
+        let owner = map.owner(slot).shard;
         let row_start = u32::from(slot) % MAP_COLUMNS == 0;
         match runs.last_mut() {
             Some(run) if !row_start && run.shard == topology.shards[owner].name.as_str() => {

@@ -52,6 +52,8 @@ struct AdminPage {
     banner: Vec<String>,
     notice: Option<String>,
     cards: Vec<ShardCard>,
+    /// How the live slot map differs from autumn.toml.
+    drift: Vec<crate::sharding::slot_map::Drift>,
     runs: Vec<SlotRun>,
     markers: Vec<Marker>,
     map_width: u32,
@@ -191,6 +193,7 @@ async fn render(
         notice,
         cards,
         runs: overview::slot_runs(state),
+        drift: overview::slot_drift(state),
         markers,
         map_width: MAP_COLUMNS * MAP_CELL,
         map_height: u32::from(SLOT_COUNT) / MAP_COLUMNS * MAP_CELL,
@@ -344,6 +347,9 @@ async fn after_placement(
                 }
                 PlacementError::Shard { shard, .. } => {
                     format!("cannot count the tenant's rows on shard {shard}; nothing was changed")
+                }
+                PlacementError::Placed { .. } => {
+                    "a shard did not answer; the directory was not changed".to_owned()
                 }
                 other => other.to_string(),
             };

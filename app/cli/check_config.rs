@@ -1,13 +1,21 @@
 //! `bookmarks check-config`: validates the topology and prints the slot map and the
-//! connection budget, without touching any database.
+//! connection budget; with directory routing on, it also asks the control database (briefly)
+//! how the live slot map differs from the file, and says so if it cannot.
 
 use std::process::ExitCode;
 
 use crate::configuration::Settings;
 use crate::sharding::slot_range::display_ranges;
 
-pub fn run(settings: &Settings) -> ExitCode {
+pub async fn run(settings: &Settings) -> ExitCode {
     print!("{}", render(settings));
+    let topology = &settings.topology;
+    if topology.directory_router {
+        match super::slots::effective(topology).await {
+            Ok(owners) => print!("{}", super::slots::describe_drift(topology, &owners)),
+            Err(cause) => println!("live slot map: not checked (control database: {cause})"),
+        }
+    }
     ExitCode::SUCCESS
 }
 

@@ -11,6 +11,7 @@ pub mod openapi;
 mod placement;
 mod route;
 mod serve;
+mod slots;
 
 use std::process::ExitCode;
 
@@ -44,8 +45,13 @@ pub enum Command {
     Pin(placement::PinArgs),
     /// Remove a tenant's directory row (config pin or hash decide again).
     Unpin(placement::UnpinArgs),
-    /// Validate the topology and print the slot map and connection budget.
+    /// Validate the topology and print the slot map and connection budget (and, when the
+    /// control database answers, how the live slot map differs from the file).
     CheckConfig,
+    /// Print the effective slot map (autumn.toml plus the live overrides range moves leave)
+    /// and the autumn.toml edit that folds the overrides in; `compact` removes overrides
+    /// that change nothing.
+    Slots(slots::SlotsArgs),
     /// Run the HTTP server.
     Serve(serve::ServeArgs),
     /// Apply migrations: control first, then every shard in declaration order.
@@ -80,7 +86,12 @@ pub fn main() -> ExitCode {
         Command::Unpin(args) => with_settings(&cli.config.path, |s| {
             block_on(false, placement::unpin(s, args))
         }),
-        Command::CheckConfig => with_settings(&cli.config.path, check_config::run),
+        Command::CheckConfig => {
+            with_settings(&cli.config.path, |s| block_on(false, check_config::run(s)))
+        }
+        Command::Slots(args) => {
+            with_settings(&cli.config.path, |s| block_on(false, slots::run(s, args)))
+        }
         Command::Serve(args) => with_settings(&cli.config.path, |s| {
             block_on(true, serve::run(s.clone(), args))
         }),

@@ -8,7 +8,9 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use crate::configuration::Settings;
+use crate::sharding::control::ControlLookups;
 use crate::sharding::pool::build_pool;
+use crate::sharding::slot_map;
 use crate::sharding::{DirectoryRouter, PinRouter, RouteError, ShardKey, ShardSet};
 
 #[derive(Debug, clap::Args)]
@@ -56,19 +58,33 @@ pub async fn run(settings: &Settings, args: &RouteArgs) -> ExitCode {
 
     let topology = Arc::new(settings.topology.clone());
     let built = ShardSet::new(topology.clone()).and_then(|set| {
-        let directory = (topology.directory_router && !args.no_directory)
+        let control = (topology.directory_router && !args.no_directory)
             .then(|| build_pool(&topology.control_url, 1, &topology, "control"))
-            .transpose()?
-            .map(|control| DirectoryRouter::new(control, &set));
-        Ok((set, directory))
+            .transpose()?;
+        Ok((set, control))
     });
-    let (shards, directory) = match built {
+    let (shards, control) = match built {
         Ok(b) => b,
         Err(e) => {
             eprintln!("error: {e}");
             return ExitCode::FAILURE;
         }
     };
+    // The live slot map, as every web replica routes by it now.
+    if let Some(control) = &control {
+        let lookups = ControlLookups::new(control.clone(), &topology);
+        match lookups.run(async |c| slot_map::load(c).await).await {
+            Ok(overrides) => shards.slot_map().install(&topology, overrides),
+            Err(cause) => {
+                let code = super::placement::control_unreachable(settings, &cause);
+                eprintln!(
+                    "`bookmarks route --no-directory` routes by config pins and the hash alone"
+                );
+                return code;
+            }
+        }
+    }
+    let directory = control.map(|control| DirectoryRouter::new(control, &shards));
     let pins = PinRouter::from_shard_set(&shards);
     let mut out = std::io::stdout().lock();
     let mut code = ExitCode::SUCCESS;

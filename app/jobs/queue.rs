@@ -88,6 +88,33 @@ pub async fn enqueue(
 
 use diesel::OptionalExtension;
 
+/// Enqueues `jobs` in one statement, skipping those whose idempotency key is already
+/// used; returns how many it created.
+pub async fn enqueue_many(
+    conn: &mut AsyncPgConnection,
+    jobs: &[NewJob<'_>],
+) -> diesel::QueryResult<usize> {
+    use diesel::sql_types::Array;
+    if jobs.is_empty() {
+        return Ok(0);
+    }
+    let kinds: Vec<&str> = jobs.iter().map(|j| j.job.kind()).collect();
+    let payloads: Vec<String> = jobs.iter().map(|j| j.job.payload().to_string()).collect();
+    let keys: Vec<Option<&str>> = jobs.iter().map(|j| j.idempotency_key).collect();
+    let attempts: Vec<i32> = jobs.iter().map(|j| j.max_attempts).collect();
+    diesel::sql_query(
+        "INSERT INTO autumn_jobs (kind, payload, idempotency_key, max_attempts) \
+         SELECT k, p::jsonb, i, m FROM unnest($1::text[], $2::text[], $3::text[], $4::int[]) \
+         AS j(k, p, i, m) ON CONFLICT (idempotency_key) DO NOTHING",
+    )
+    .bind::<Array<Text>, _>(kinds)
+    .bind::<Array<Text>, _>(payloads)
+    .bind::<Array<Nullable<Text>>, _>(keys)
+    .bind::<Array<Integer>, _>(attempts)
+    .execute(conn)
+    .await
+}
+
 /// Claims the oldest due job (or one whose lease ran out) for `worker`, under a lease.
 pub async fn claim(
     conn: &mut AsyncPgConnection,

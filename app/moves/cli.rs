@@ -16,6 +16,7 @@ use super::record::{MoveRecord, Step};
 use crate::bookmarks::TENANT_TABLES;
 use crate::configuration::{ConfigPath, Settings};
 use crate::sharding::SLOT_COUNT;
+use crate::sharding::slot_range::SlotRanges;
 use crate::tenancy::TenantId;
 
 const EXIT_REFUSED: u8 = 2;
@@ -92,13 +93,22 @@ pub struct Target {
     #[arg(
         long = "tenant",
         value_name = "KEY",
-        required_unless_present = "slot",
-        conflicts_with = "slot"
+        required_unless_present_any = ["slot", "slots"],
+        conflicts_with_all = ["slot", "slots"]
     )]
     pub tenants: Vec<String>,
-    /// Move every tenant of this hash slot that has rows on --from.
-    #[arg(long, value_parser = clap::value_parser!(u16).range(0..i64::from(SLOT_COUNT)))]
+    /// Move every tenant of this hash slot that has rows on --from (placing each by a
+    /// directory row).
+    #[arg(
+        long,
+        conflicts_with = "slots",
+        value_parser = clap::value_parser!(u16).range(0..i64::from(SLOT_COUNT))
+    )]
     pub slot: Option<u16>,
+    /// Move slot ranges, e.g. `0-4095` or `0-99,200-299`: the live slot map gives them to
+    /// --to, with every tenant it routes through them (new tenants too).
+    #[arg(long, value_name = "A-B[,C-D…]", value_parser = clap::value_parser!(SlotRanges))]
+    pub slots: Option<SlotRanges>,
 }
 
 #[derive(Debug, Args)]
@@ -111,6 +121,9 @@ pub struct Grace {
 
 impl Target {
     fn selection(&self) -> Result<TenantSelection, MoveError> {
+        if let Some(ranges) = &self.slots {
+            return Ok(TenantSelection::Ranges(ranges.clone().into_vec()));
+        }
         match self.slot {
             Some(slot) => Ok(TenantSelection::Slot(slot)),
             None => {
@@ -180,7 +193,9 @@ pub fn explain(e: &MoveError) -> String {
         )
     };
     match e {
-        MoveError::Busy { move_id, .. } => format!("{e}: {}", resume_or_abort(*move_id)),
+        MoveError::Busy { move_id, .. } | MoveError::SlotBusy { move_id, .. } => {
+            format!("{e}: {}", resume_or_abort(*move_id))
+        }
         MoveError::DifferentMove { other } => format!(
             "those tenants are in move {} ({} from {} to {}, state {}), which is a different \
              move: use `move_slot resume {0}` or `move_slot abort {0}`",

@@ -25,6 +25,19 @@ pub enum MoveError {
     NothingInSlot { slot: u16, from: String },
     #[error("tenant(s) {tenants}: already in move {move_id}, which is not finished")]
     Busy { tenants: String, move_id: i64 },
+    #[error("slot {slot} is already being moved by move {move_id}, which is not finished")]
+    SlotBusy { slot: u16, move_id: i64 },
+    /// A range move's slots must all be the source's by the slot map.
+    #[error(
+        "slot {slot} routes to {owner} (via {via}), not {from}: a range move moves slots the \
+         source owns; `bookmarks slots` shows the map"
+    )]
+    RangeNotOwned {
+        slot: u16,
+        owner: String,
+        via: &'static str,
+        from: String,
+    },
     /// The named tenants are in an unfinished move of other tenants or other shards.
     #[error("those tenants are in move {}, which is a different move", .other.id)]
     DifferentMove { other: Box<MoveRecord> },
@@ -46,6 +59,17 @@ pub enum MoveError {
         move_id: i64,
         tenant: String,
         now: Option<String>,
+        to: String,
+    },
+    /// Someone changed the slot map after a range move's flip: its source rows stay.
+    #[error(
+        "cannot delete move {move_id}'s source rows: slot {slot} routes to {now} in the slot \
+         map now, not {to}; someone changed it since the flip"
+    )]
+    RangeRerouted {
+        move_id: i64,
+        slot: u16,
+        now: String,
         to: String,
     },
     #[error("move {} is done and its source rows are deleted", .record.id)]

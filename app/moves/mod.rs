@@ -17,7 +17,12 @@
 //!   in which state.
 //!
 //! A routing cache therefore only decides where a write is *tried*: the source refuses it
-//! from the fence on, whoever sent it. Moves are rows in the control database's
+//! from the fence on, whoever sent it.
+//!
+//! Range moves (`--slots`) run the same steps over slot ranges instead of named tenants
+//! ([`scope`]): the source's slot guard ([`slot_guard`]) captures, fences and finally
+//! refuses every key of the ranges (new tenants included), under one table lock rather
+//! than a lock per tenant, and the flip is one entry in the live slot map. Moves are rows in the control database's
 //! `tenant_moves`; every step is idempotent, so a killed move is resumed or aborted.
 //! This module knows tables only as [`TenantTable`](crate::sharding::tenant_rows::TenantTable)s.
 
@@ -31,6 +36,8 @@ pub mod pause;
 pub mod plan;
 pub mod progress;
 pub mod record;
+pub mod scope;
+pub mod slot_guard;
 mod steps;
 pub mod tenant_guard;
 pub mod transfer;

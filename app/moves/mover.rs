@@ -15,13 +15,15 @@ use super::error::{MoveError, on_control, on_shard};
 use super::plan::{self, TenantPlan, TenantSelection};
 use super::progress::MoveProgress;
 use super::record::{self, CreateError, MoveRecord, MoveState, NewMove, Step, StepCheck};
+use super::scope;
 use super::steps::{self, abort::AbortCheck};
 use super::transfer;
 use crate::configuration::Settings;
 use crate::sharding::directory::placement::{self, NamedRoute};
 use crate::sharding::pool::{PgPool, build_pool};
+use crate::sharding::slot_map::{self, SlotOwners};
 use crate::sharding::tenant_rows::TenantTable;
-use crate::sharding::{DbUrl, ShardSet, Topology};
+use crate::sharding::{DbUrl, ShardKey, ShardSet, SlotRange, Topology};
 
 /// Session advisory locks on the control database that say "a process is running this
 /// move": the move's id plus this offset.
@@ -51,12 +53,19 @@ impl Mover {
         let control = build_pool(&topology.control_url, 2, &topology, "control")
             .map_err(|e| MoveError::Setup(e.to_string()))?;
         // Fail now, naming the database, rather than at the first record.
-        if let Err(e) = control.get().await {
-            return Err(MoveError::Connect(format!(
+        let mut conn = control.get().await.map_err(|e| {
+            MoveError::Connect(format!(
                 "cannot connect to the control database ({}): {e}",
                 topology.control_url
-            )));
-        }
+            ))
+        })?;
+        // Route as the web replicas do: by the live slot map.
+        shards
+            .slot_map()
+            .load_from(&topology, &mut conn)
+            .await
+            .map_err(on_control("cannot read the slot map"))?;
+        drop(conn);
         Ok(Self {
             topology,
             shards,
@@ -121,6 +130,7 @@ impl Mover {
     ) -> Result<Vec<TenantPlan>, MoveError> {
         self.check_pair(from, to)?;
         let tenants = match selection {
+            TenantSelection::Ranges(ranges) => return self.plan_ranges(from, to, ranges).await,
             TenantSelection::Tenants(tenants) => tenants.clone(),
             TenantSelection::Slot(slot) => {
                 let source = self.shard(from).await?;
@@ -139,6 +149,83 @@ impl Mover {
             ));
         }
         Ok(plans)
+    }
+
+    /// A range move's plan: every tenant of the ranges with rows on the source, with its
+    /// rows on both shards; those a directory row or config pin places are marked staying.
+    /// Refuses ranges the source does not own by the slot map.
+    async fn plan_ranges(
+        &self,
+        from: &str,
+        to: &str,
+        ranges: &[SlotRange],
+    ) -> Result<Vec<TenantPlan>, MoveError> {
+        let mut control = context::control(&self.control).await?;
+        let owners = SlotOwners::build(
+            &self.topology,
+            slot_map::load(&mut control)
+                .await
+                .map_err(on_control("cannot read the slot map"))?,
+        );
+        for slot in ranges.iter().flat_map(|r| r.iter()) {
+            let owner = owners.owner(slot);
+            let name = self.topology.shards[owner.shard].name.as_str();
+            if name != from {
+                return Err(MoveError::RangeNotOwned {
+                    slot,
+                    owner: name.to_owned(),
+                    via: if owner.overridden {
+                        "slot_map"
+                    } else {
+                        "config"
+                    },
+                    from: from.to_owned(),
+                });
+            }
+        }
+        let placed = scope::placed_tenants(&self.shards, &mut control, ranges).await?;
+        drop(control);
+        let source = self.shard(from).await?;
+        let dest = self.shard(to).await?;
+        let inside = |t: &str| {
+            let slot = ShardKey::Str(t).slot().index();
+            ranges.iter().any(|r| r.contains(slot))
+        };
+        let tenants = plan::tenants_where(&source, self.tables, inside)
+            .await
+            .map_err(on_shard(format!("cannot list the tenants on {from}")))?;
+        let on_source = plan::rows_by_tenant(&source, self.tables, &tenants)
+            .await
+            .map_err(on_shard(format!("cannot count rows on {from}")))?;
+        let on_dest = plan::rows_by_tenant(&dest, self.tables, &tenants)
+            .await
+            .map_err(on_shard(format!("cannot count rows on {to}")))?;
+        Ok(tenants
+            .into_iter()
+            .zip(on_source.into_iter().zip(on_dest))
+            .map(|(tenant, (rows_from, rows_to))| {
+                let (route, via) = match placed.get(&tenant) {
+                    Some((shard, via)) => (shard.clone(), *via),
+                    None => {
+                        let slot = ShardKey::Str(&tenant).slot().index();
+                        let via = if owners.owner(slot).overridden {
+                            "slot_map"
+                        } else {
+                            "hash"
+                        };
+                        (from.to_owned(), via)
+                    }
+                };
+                let stays = placed.get(&tenant).map(|(shard, via)| {
+                    format!("the {via} places it on {shard}, so it stays where it is placed")
+                });
+                let mut p = TenantPlan::new(tenant, from, to, route, via, rows_from, rows_to);
+                if stays.is_some() {
+                    p.blocker = stays;
+                }
+                p
+            })
+            .collect())
     }
 
     /// Records a new move of `selection` (refusing tenants that cannot move) and returns it.
@@ -167,6 +254,34 @@ impl Mover {
         let (ready, skipped): (Vec<&TenantPlan>, Vec<&TenantPlan>) =
             plans.iter().partition(|p| p.blocker.is_none());
         match selection {
+            TenantSelection::Ranges(ranges) => {
+                // A tenant the slot map routes to the source but with rows on the
+                // destination would have them overwritten: the whole range waits for it.
+                let by_slot_map = |p: &&TenantPlan| matches!(p.via, "slot_map" | "hash");
+                if let Some(p) = plans
+                    .iter()
+                    .filter(by_slot_map)
+                    .find(|p| p.rows.iter().any(|r| r.2 > 0))
+                {
+                    let on_dest: i64 = p.rows.iter().map(|r| r.2).sum();
+                    return Err(MoveError::CannotMove {
+                        tenant: p.tenant.clone(),
+                        blocker: format!(
+                            "it already has {on_dest} row(s) on {to}, which the range move \
+                             would overwrite; remove them first (the admin page's tenant \
+                             lookup flags strays)"
+                        ),
+                    });
+                }
+                for p in &skipped {
+                    self.progress.step(&format!(
+                        "slots {}: {} stays: {}",
+                        record::ranges_text(ranges),
+                        p.tenant,
+                        p.blocker.as_deref().unwrap_or_default()
+                    ));
+                }
+            }
             TenantSelection::Tenants(_) => {
                 if let Some(p) = skipped.first() {
                     return Err(MoveError::CannotMove {
@@ -193,18 +308,29 @@ impl Mover {
         }
         let tenants: Vec<String> = ready.iter().map(|p| p.tenant.clone()).collect();
         let mut previous = BTreeMap::new();
-        for tenant in &tenants {
-            previous.insert(tenant.clone(), directory_row(&self.control, tenant).await?);
+        if !matches!(selection, TenantSelection::Ranges(_)) {
+            for tenant in &tenants {
+                previous.insert(tenant.clone(), directory_row(&self.control, tenant).await?);
+            }
         }
         let slot = match selection {
             TenantSelection::Slot(slot) => Some(*slot),
-            TenantSelection::Tenants(_) => None,
+            TenantSelection::Tenants(_) | TenantSelection::Ranges(_) => None,
         };
+        let slots = match selection {
+            TenantSelection::Ranges(ranges) => Some(ranges.as_slice()),
+            _ => None,
+        };
+        if slots.is_some() {
+            // Directory rows are not what a range move changes: nothing to restore.
+            previous.clear();
+        }
         let new = NewMove {
             tenants: &tenants,
             from,
             to,
             slot,
+            slots,
             confirm,
             previous: &previous,
         };
@@ -222,6 +348,9 @@ impl Mover {
                 tenants: tenant,
                 move_id,
             }),
+            Err(CreateError::SlotBusy { slot, move_id }) => {
+                Err(MoveError::SlotBusy { slot, move_id })
+            }
             Err(CreateError::Record(e)) => Err(on_control("cannot record the move")(e)),
         }
     }
@@ -236,6 +365,10 @@ impl Mover {
         self.check_pair(from, to)?;
         let mut control = context::control(&self.control).await?;
         let found = match selection {
+            TenantSelection::Ranges(ranges) => {
+                let slot = ranges[0].start();
+                record::active_for_range_slot(&mut control, slot).await
+            }
             TenantSelection::Tenants(tenants) => record::active_for(&mut control, tenants).await,
             TenantSelection::Slot(slot) => {
                 record::active_for_slot(&mut control, *slot, from, to).await
@@ -255,6 +388,7 @@ impl Mover {
                 a == b
             }
             TenantSelection::Slot(_) => true,
+            TenantSelection::Ranges(ranges) => found.slots.as_deref() == Some(ranges.as_slice()),
         };
         if found.from != from || found.to != to || !same_tenants {
             return Err(MoveError::DifferentMove {
@@ -309,12 +443,13 @@ impl Mover {
     }
 
     fn label(&mut self, record: &MoveRecord) {
+        let what = match &record.slots {
+            Some(ranges) => format!("slots {}", record::ranges_text(ranges)),
+            None => record.tenants.join(","),
+        };
         self.progress.set_label(format!(
-            "move {} ({} {}→{})",
-            record.id,
-            record.tenants.join(","),
-            record.from,
-            record.to
+            "move {} ({what} {}→{})",
+            record.id, record.from, record.to
         ));
     }
 
@@ -443,9 +578,50 @@ impl Mover {
         Ok(())
     }
 
+    /// After a range move's flip: the live slot map differs from `autumn.toml`, and the
+    /// edit that would fold it in.
+    async fn range_advice(&self, m: &MoveRecord) -> Result<Option<String>, MoveError> {
+        if m.state < MoveState::Repinned || m.state == MoveState::Aborted {
+            return Ok(None);
+        }
+        let mut control = context::control(&self.control).await?;
+        let owners = SlotOwners::build(
+            &self.topology,
+            slot_map::load(&mut control)
+                .await
+                .map_err(on_control("cannot read the slot map"))?,
+        );
+        let drift = owners.drift(&self.topology);
+        if drift.is_empty() {
+            return Ok(Some(
+                "the live slot map matches autumn.toml again; `bookmarks slots compact` \
+                 removes overrides that change nothing"
+                    .to_owned(),
+            ));
+        }
+        let edits: Vec<String> = drift
+            .iter()
+            .map(|d| format!("shard {}: {}", d.shard, d.edit))
+            .collect();
+        Ok(Some(format!(
+            "every web replica routes slots {} to {} now, by the live slot map (no deploy \
+             needed). To make autumn.toml say so too: {}; check it with `bookmarks \
+             check-config`, deploy, then `bookmarks slots compact`",
+            m.slots
+                .as_deref()
+                .map(record::ranges_text)
+                .unwrap_or_default(),
+            m.to,
+            edits.join("; ")
+        )))
+    }
+
     /// After a slot's move is done: the `autumn.toml` change that would make the slot's
     /// placement permanent, or why it is not safe yet. `None` for tenant moves.
     pub async fn slot_advice(&self, m: &MoveRecord) -> Result<Option<String>, MoveError> {
+        if m.slots.is_some() {
+            return self.range_advice(m).await;
+        }
         let Some(slot) = m.slot else {
             return Ok(None);
         };

@@ -14,8 +14,12 @@ use crate::sharding::{ShardKey, Topology};
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum TenantSelection {
     Tenants(Vec<String>),
-    /// Every tenant hashing to this slot that has rows on the source.
+    /// Every tenant hashing to this slot that has rows on the source (placed by directory
+    /// rows afterwards).
     Slot(u16),
+    /// The slot ranges themselves: the slot map gives them to the destination, with every
+    /// tenant it routes through them, present and future.
+    Ranges(Vec<SlotRange>),
 }
 
 /// One tenant in a plan.
@@ -97,6 +101,16 @@ pub async fn tenants_in_slot(
     tables: &[TenantTable],
     slot: u16,
 ) -> Result<Vec<String>, tokio_postgres::Error> {
+    tenants_where(shard, tables, |t| ShardKey::Str(t).slot().index() == slot).await
+}
+
+/// Every tenant with rows on the connected shard for which `keep` holds, walking each
+/// tenant column's index as [`tenants_in_slot`] does.
+pub async fn tenants_where(
+    shard: &Client,
+    tables: &[TenantTable],
+    keep: impl Fn(&str) -> bool,
+) -> Result<Vec<String>, tokio_postgres::Error> {
     let mut tenants = std::collections::BTreeSet::new();
     for table in tables {
         let (t, c) = (ident(table.name), ident(table.tenant_column));
@@ -115,12 +129,37 @@ pub async fn tenants_in_slot(
             .await?;
         for row in rows {
             let tenant: String = row.get(0);
-            if ShardKey::Str(&tenant).slot().index() == slot {
+            if keep(&tenant) {
                 tenants.insert(tenant);
             }
         }
     }
     Ok(tenants.into_iter().collect())
+}
+
+/// Each tenant's rows per table on the connected shard, in `tenants`' order: one grouped
+/// count per table, whatever the number of tenants.
+pub async fn rows_by_tenant(
+    shard: &Client,
+    tables: &[TenantTable],
+    tenants: &[String],
+) -> Result<Vec<Vec<(&'static str, i64)>>, tokio_postgres::Error> {
+    let mut counts: Vec<Vec<(&'static str, i64)>> = vec![Vec::new(); tenants.len()];
+    for table in tables {
+        let (t, c) = (ident(table.name), ident(table.tenant_column));
+        let rows = shard
+            .query(
+                &format!("SELECT {c}, count(*) FROM {t} WHERE {c} = ANY($1) GROUP BY {c}"),
+                &[&tenants],
+            )
+            .await?;
+        let by: std::collections::HashMap<String, i64> =
+            rows.iter().map(|r| (r.get(0), r.get(1))).collect();
+        for (i, tenant) in tenants.iter().enumerate() {
+            counts[i].push((table.name, by.get(tenant).copied().unwrap_or(0)));
+        }
+    }
+    Ok(counts)
 }
 
 /// The `autumn.toml` edit that moves `slot` from one shard's list to the other's.

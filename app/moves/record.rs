@@ -15,6 +15,8 @@ use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
 use serde::Serialize;
 use serde_json::{Value, json};
 
+use crate::sharding::{ShardKey, SlotRange};
+
 /// Where a move stands. The happy path runs top to bottom; `Aborted` ends it anywhere
 /// before `Done`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -169,6 +171,8 @@ pub struct MoveRecord {
     pub from: String,
     pub to: String,
     pub slot: Option<i32>,
+    /// A range move's slot ranges (`--slots`); `tenants` then lists the tenants it found.
+    pub slots: Option<Vec<SlotRange>>,
     pub state: MoveState,
     pub confirm: bool,
     /// Each tenant's directory shard before the move (`None`: it had no row).
@@ -208,6 +212,8 @@ struct MoveRow {
     to_shard: String,
     #[diesel(sql_type = Nullable<Integer>)]
     slot: Option<i32>,
+    #[diesel(sql_type = Nullable<Text>)]
+    slots: Option<String>,
     #[diesel(sql_type = Text)]
     state: String,
     #[diesel(sql_type = Bool)]
@@ -236,7 +242,7 @@ struct MoveRow {
     updated_at: DateTime<Utc>,
 }
 
-const COLUMNS: &str = "id, tenants, from_shard, to_shard, slot, state, confirm, \
+const COLUMNS: &str = "id, tenants, from_shard, to_shard, slot, slots, state, confirm, \
      previous::text AS previous, rows_copied, changes_applied, rows_verified, rows_deleted, \
      checksums::text AS checksums, fence_ms, last_error, created_at, repinned_at, updated_at";
 
@@ -246,6 +252,12 @@ impl TryFrom<MoveRow> for MoveRecord {
     fn try_from(row: MoveRow) -> Result<Self, RecordError> {
         let unreadable = |why: String| RecordError::Unreadable { id: row.id, why };
         let state = row.state.parse().map_err(unreadable)?;
+        let slots = row
+            .slots
+            .as_deref()
+            .map(parse_ranges)
+            .transpose()
+            .map_err(unreadable)?;
         let previous =
             serde_json::from_str(&row.previous).map_err(|e| unreadable(e.to_string()))?;
         let checksums = row
@@ -260,6 +272,7 @@ impl TryFrom<MoveRow> for MoveRecord {
             from: row.from_shard,
             to: row.to_shard,
             slot: row.slot,
+            slots,
             state,
             confirm: row.confirm,
             previous,
@@ -277,6 +290,22 @@ impl TryFrom<MoveRow> for MoveRecord {
     }
 }
 
+/// `"0-4095,9000"` as the `slots` column holds it.
+pub fn parse_ranges(text: &str) -> Result<Vec<SlotRange>, String> {
+    text.split(',')
+        .map(|r| r.parse::<SlotRange>().map_err(|e| e.to_string()))
+        .collect()
+}
+
+/// The `slots` column's text for `ranges`.
+pub fn ranges_text(ranges: &[SlotRange]) -> String {
+    ranges
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
 fn records(rows: Vec<MoveRow>) -> Result<Vec<MoveRecord>, RecordError> {
     rows.into_iter().map(MoveRecord::try_from).collect()
 }
@@ -290,6 +319,7 @@ impl MoveRecord {
             "from": self.from,
             "to": self.to,
             "slot": self.slot,
+            "slots": self.slots.as_deref().map(ranges_text),
             "state": self.state,
             "confirm": self.confirm,
             "rows_copied": self.rows_copied,
@@ -306,6 +336,9 @@ impl MoveRecord {
 
     /// `--tenant a --tenant b` or `--slot N`, as the step commands take them.
     pub fn selection_args(&self) -> String {
+        if let Some(ranges) = &self.slots {
+            return format!("--slots {}", ranges_text(ranges));
+        }
         match self.slot {
             Some(slot) => format!("--slot {slot}"),
             None => self
@@ -325,6 +358,7 @@ pub struct NewMove<'a> {
     pub from: &'a str,
     pub to: &'a str,
     pub slot: Option<u16>,
+    pub slots: Option<&'a [SlotRange]>,
     pub confirm: bool,
     pub previous: &'a BTreeMap<String, Option<String>>,
 }
@@ -335,6 +369,9 @@ pub enum CreateError {
     /// A tenant is already in an unfinished move.
     #[error("tenant {tenant} is already in move {move_id}")]
     Busy { tenant: String, move_id: i64 },
+    /// A slot of a new range move is already being moved.
+    #[error("slot {slot} is already being moved by move {move_id}")]
+    SlotBusy { slot: u16, move_id: i64 },
     #[error(transparent)]
     Record(#[from] RecordError),
 }
@@ -369,8 +406,29 @@ pub async fn create(
     let tenants = new.tenants.to_vec();
     let (from, to) = (new.from.to_owned(), new.to.to_owned());
     let (slot, confirm) = (new.slot.map(i32::from), new.confirm);
+    let slots = new.slots.map(ranges_text);
+    let ranges = new.slots.map(<[SlotRange]>::to_vec);
     control
         .transaction(async move |tx| {
+            if let Some(ranges) = &ranges {
+                // Range moves are few: serialise their creation and look for an overlap.
+                diesel::sql_query("LOCK TABLE tenant_moves IN SHARE ROW EXCLUSIVE MODE")
+                    .execute(tx)
+                    .await?;
+                if let Some(busy) = overlapping(tx, ranges).await? {
+                    return Err(busy);
+                }
+            } else {
+                for tenant in &tenants {
+                    let slot = ShardKey::Str(tenant).slot().index();
+                    if let Some(other) = active_for_range_slot(tx, slot).await? {
+                        return Err(CreateError::SlotBusy {
+                            slot,
+                            move_id: other.id,
+                        });
+                    }
+                }
+            }
             let busy: Vec<Member> = diesel::sql_query(
                 "SELECT tenant_key, move_id FROM tenant_move_members \
                  WHERE tenant_key = ANY($1) ORDER BY tenant_key FOR UPDATE",
@@ -385,19 +443,23 @@ pub async fn create(
                 });
             }
             let row: MoveRow = diesel::sql_query(format!(
-                "INSERT INTO tenant_moves (tenants, from_shard, to_shard, slot, confirm, previous) \
-                 VALUES ($1, $2, $3, $4, $5, $6::text::jsonb) RETURNING {COLUMNS}"
+                "INSERT INTO tenant_moves (tenants, from_shard, to_shard, slot, slots, confirm, previous) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7::text::jsonb) RETURNING {COLUMNS}"
             ))
             .bind::<Array<Text>, _>(&tenants)
             .bind::<Text, _>(&from)
             .bind::<Text, _>(&to)
             .bind::<Nullable<Integer>, _>(slot)
+            .bind::<Nullable<Text>, _>(&slots)
             .bind::<Bool, _>(confirm)
             .bind::<Text, _>(&previous)
             .get_result(tx)
             .await?;
             let record = MoveRecord::try_from(row)?;
-            for tenant in &tenants {
+            // A range move's tenants are whoever the slot map sends through its ranges
+            // (new ones too): the overlap checks cover them, not member rows.
+            let members: &[String] = if ranges.is_some() { &[] } else { &tenants };
+            for tenant in members {
                 // A concurrent create of the same tenant fails here on the primary key.
                 let inserted = diesel::sql_query(
                     "INSERT INTO tenant_move_members (tenant_key, move_id) VALUES ($1, $2) \
@@ -423,6 +485,54 @@ pub async fn create(
             Ok(record)
         })
         .await
+}
+
+/// An unfinished move that a range move of `ranges` would collide with: another range
+/// move over any of its slots, or a tenant move of a tenant hashing into them.
+async fn overlapping(
+    tx: &mut AsyncPgConnection,
+    ranges: &[SlotRange],
+) -> Result<Option<CreateError>, CreateError> {
+    let inside = |slot: u16| ranges.iter().any(|r| r.contains(slot));
+    for other in unfinished(tx).await? {
+        let hit = match &other.slots {
+            Some(theirs) => theirs.iter().flat_map(|r| r.iter()).find(|&s| inside(s)),
+            None => other
+                .tenants
+                .iter()
+                .map(|t| ShardKey::Str(t).slot().index())
+                .find(|&s| inside(s)),
+        };
+        if let Some(slot) = hit {
+            return Ok(Some(CreateError::SlotBusy {
+                slot,
+                move_id: other.id,
+            }));
+        }
+    }
+    Ok(None)
+}
+
+/// Every move that is not done or aborted.
+pub async fn unfinished(control: &mut AsyncPgConnection) -> Result<Vec<MoveRecord>, RecordError> {
+    let rows: Vec<MoveRow> = diesel::sql_query(format!(
+        "SELECT {COLUMNS} FROM tenant_moves WHERE state NOT IN ('done', 'aborted') ORDER BY id"
+    ))
+    .load(control)
+    .await?;
+    records(rows)
+}
+
+/// The unfinished range move whose ranges hold `slot`, if any.
+pub async fn active_for_range_slot(
+    control: &mut AsyncPgConnection,
+    slot: u16,
+) -> Result<Option<MoveRecord>, RecordError> {
+    Ok(unfinished(control).await?.into_iter().find(|m| {
+        m.slots
+            .as_ref()
+            .is_some_and(|rs| rs.iter().any(|r| r.contains(slot)))
+    }))
 }
 
 pub async fn load(
@@ -509,6 +619,8 @@ pub async fn active_for_slot(
 /// One column to set with a new state: a counter, a timestamp stamped now, and so on.
 pub enum Set<'a> {
     Count(&'static str, i64),
+    /// The tenants a range move found.
+    Tenants(&'a [String]),
     Now(&'static str),
     Json(&'static str, &'a Value),
     Error(Option<&'a str>),
@@ -531,6 +643,7 @@ pub async fn advance(
     for set in also {
         let clause = match set {
             Set::Count(column, _) => format!("{column} = ${next}"),
+            Set::Tenants(_) => format!("tenants = ${next}"),
             Set::Json(column, _) => format!("{column} = ${next}::text::jsonb"),
             Set::Error(_) => format!("last_error = ${next}"),
             Set::Now(column) => {
@@ -560,6 +673,7 @@ pub async fn advance(
     for set in also {
         query = match set {
             Set::Count(_, n) => query.bind::<BigInt, _>(*n),
+            Set::Tenants(t) => query.bind::<Array<Text>, _>(t.to_vec()),
             Set::Json(_, value) => query.bind::<Text, _>(value.to_string()),
             Set::Error(e) => query.bind::<Nullable<Text>, _>(e.map(str::to_owned)),
             Set::Now(_) | Set::FenceWindow => query,

@@ -25,7 +25,7 @@ pub enum GuardState {
 }
 
 impl GuardState {
-    fn as_str(self) -> &'static str {
+    pub fn as_str(self) -> &'static str {
         match self {
             GuardState::Capturing => "capturing",
             GuardState::Fenced => "fenced",

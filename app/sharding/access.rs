@@ -64,6 +64,8 @@ pub enum ShardError {
 /// migration that creates `_autumn_guard_tenant_write`).
 const HINT_MOVING: &str = "autumn:tenant-moving";
 const HINT_DEPARTED: &str = "autumn:tenant-departed:";
+/// The shard gave the key's slot away in a range move (the slot guard).
+const HINT_SLOT_DEPARTED: &str = "autumn:slot-departed:";
 
 impl ShardError {
     /// The shard involved, when one is known.
@@ -94,7 +96,10 @@ impl ShardError {
                     shard: shard.to_owned(),
                 };
             }
-            if let Some(to) = hint.strip_prefix(HINT_DEPARTED) {
+            if let Some(to) = hint
+                .strip_prefix(HINT_DEPARTED)
+                .or_else(|| hint.strip_prefix(HINT_SLOT_DEPARTED))
+            {
                 return ShardError::TenantMoved {
                     shard: shard.to_owned(),
                     to: to.to_owned(),
@@ -219,9 +224,11 @@ impl Shards {
         (Arc::clone(&self.0.set), Arc::clone(&self.0.replicas))
     }
 
-    /// Forgets what the router remembers about `key` (a shard said the tenant moved).
+    /// Forgets what the router remembers about `key` and reloads the slot map soon (a
+    /// shard said the tenant, or its slot, moved), so the next request routes afresh.
     pub fn forget(&self, key: &str) {
         self.0.router.forget(key);
+        self.0.set.slot_map().request_reload();
     }
 
     /// Which shard serves `key`, by the installed router.

@@ -7,6 +7,8 @@
 //! - [`pool`]: a connection pool per database server, every wait bounded;
 //! - [`breaker`] and [`deadline`]: a circuit breaker per server, and the statement deadline
 //!   that tells a silent server from a slow one;
+//! - [`slot_map`]: the live slot map, `autumn.toml`'s slots with the control database's
+//!   overrides (range moves) on top;
 //! - [`shard_set`]: the configured shards ([`Shard`]: one shard's pools and breakers;
 //!   [`ShardSet`]: all of them and the slot map);
 //! - [`router`]: the routing contract ([`Route`], [`ShardRouter`]), hash routing and config
@@ -19,8 +21,9 @@
 //! Nothing here knows what a bookmark is: tools that copy or count a tenant's rows get its
 //! tables as [`tenant_rows::TenantTable`]s.
 //!
-//! Why `_autumn_`: the sharding framework's own tables (`_autumn_shard_directory` on the
-//! control database, `_autumn_tenant_guard` and `_autumn_move_changes` on every shard)
+//! Why `_autumn_`: the sharding framework's own tables (`_autumn_shard_directory` and
+//! `_autumn_slot_map` on the control database, `_autumn_tenant_guard`, `_autumn_slot_guard`,
+//! `_autumn_placed_tenants` and `_autumn_move_changes` on every shard)
 //! share databases with the application's tables. The prefix keeps the two namespaces
 //! apart, so that no application table can collide with one, and it tells a reader of a
 //! schema dump which tables hold routing and move state that only the framework (its
@@ -44,6 +47,7 @@ pub mod router;
 pub mod shard_name;
 pub mod shard_set;
 pub mod slot;
+pub mod slot_map;
 pub mod slot_range;
 pub mod tenant_rows;
 pub mod topology;

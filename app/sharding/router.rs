@@ -26,6 +26,8 @@ pub enum RouteVia {
     Hash,
     Pin,
     Directory,
+    /// A slot override in the control database's live slot map (a range move).
+    SlotMap,
 }
 
 impl RouteVia {
@@ -34,6 +36,7 @@ impl RouteVia {
             RouteVia::Hash => "hash",
             RouteVia::Pin => "pin",
             RouteVia::Directory => "directory",
+            RouteVia::SlotMap => "slot_map",
         }
     }
 }
@@ -78,13 +81,19 @@ impl<T: ShardRouter + ?Sized> ShardRouter for Arc<T> {
     }
 }
 
-/// Hash routing without any router: key → slot → the slot's owner in the configured map.
+/// Hash routing without any router: key → slot → the slot's owner in the live slot map
+/// (`via` says whether an override or `autumn.toml` named it).
 pub fn hash_route<'a>(shards: &ShardSet, key: impl Into<ShardKey<'a>>) -> Route {
     let slot = key.into().slot();
+    let owner = shards.slot_owner(slot);
     Route {
         slot,
-        shard: shards.shard_for_slot(slot).id(),
-        via: RouteVia::Hash,
+        shard: ShardId::from_index(owner.shard),
+        via: if owner.overridden {
+            RouteVia::SlotMap
+        } else {
+            RouteVia::Hash
+        },
     }
 }
 

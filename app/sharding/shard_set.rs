@@ -13,6 +13,7 @@ use super::breaker::{Breaker, Role};
 use super::db_url::DbUrl;
 use super::pool::{PgPool, PoolBuildError, build_pool};
 use super::slot::Slot;
+use super::slot_map::{LiveSlotMap, Owner};
 use super::topology::{ReplicaFallback, ShardSpec, Topology};
 
 /// A shard's position in declaration order; cheap to copy and compare.
@@ -22,6 +23,11 @@ pub struct ShardId(u16);
 impl ShardId {
     pub fn index(self) -> usize {
         usize::from(self.0)
+    }
+
+    /// The id of the shard at `index` in declaration order (callers hold a valid index).
+    pub fn from_index(index: usize) -> Self {
+        Self(index as u16)
     }
 }
 
@@ -94,6 +100,8 @@ impl fmt::Debug for Shard {
 pub struct ShardSet {
     topology: Arc<Topology>,
     shards: Vec<Shard>,
+    /// `autumn.toml`'s slots with the control database's overrides on top.
+    slot_map: Arc<LiveSlotMap>,
 }
 
 impl ShardSet {
@@ -138,16 +146,32 @@ impl ShardSet {
                 })
             })
             .collect::<Result<Vec<_>, PoolBuildError>>()?;
-        Ok(Self { topology, shards })
+        let slot_map = Arc::new(LiveSlotMap::new(&topology));
+        Ok(Self {
+            topology,
+            shards,
+            slot_map,
+        })
     }
 
     pub fn topology(&self) -> &Topology {
         &self.topology
     }
 
-    /// The shard that owns `slot` in the configured map.
+    /// The shard that owns `slot` in the live slot map.
     pub fn shard_for_slot(&self, slot: Slot) -> &Shard {
-        &self.shards[self.topology.owner_of(slot.index())]
+        &self.shards[self.slot_owner(slot).shard]
+    }
+
+    /// Who owns `slot` in the live slot map, and whether an override said so.
+    #[inline]
+    pub fn slot_owner(&self, slot: Slot) -> Owner {
+        self.slot_map.owner(slot.index())
+    }
+
+    /// The live slot map, to reload or to show.
+    pub fn slot_map(&self) -> &Arc<LiveSlotMap> {
+        &self.slot_map
     }
 
     pub fn by_name(&self, name: &str) -> Option<&Shard> {

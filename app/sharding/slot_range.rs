@@ -103,6 +103,46 @@ impl fmt::Display for SlotRange {
     }
 }
 
+/// A list of ranges as `--slots 0-99,200-299` gives them: ascending, disjoint, merged
+/// where they touch, never empty.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SlotRanges(Vec<SlotRange>);
+
+impl SlotRanges {
+    pub fn as_slice(&self) -> &[SlotRange] {
+        &self.0
+    }
+
+    pub fn into_vec(self) -> Vec<SlotRange> {
+        self.0
+    }
+}
+
+impl FromStr for SlotRanges {
+    type Err = String;
+
+    fn from_str(raw: &str) -> Result<Self, String> {
+        let mut ranges = Vec::new();
+        for part in raw.split(',') {
+            ranges.push(part.parse::<SlotRange>().map_err(|e| e.to_string())?);
+        }
+        ranges.sort();
+        for pair in ranges.windows(2) {
+            if pair[1].start <= pair[0].end {
+                return Err(format!("{} and {} overlap", pair[0], pair[1]));
+            }
+        }
+        Ok(Self(compact(ranges.iter().flat_map(|r| r.iter()))))
+    }
+}
+
+/// Written as in config files: `"0-8191"`, `"9000"`.
+impl serde::Serialize for SlotRange {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
 /// Folds ascending slot indices into the fewest ranges: `[1,2,3,7]` → `1-3, 7`.
 pub fn compact(sorted_slots: impl IntoIterator<Item = u16>) -> Vec<SlotRange> {
     let mut ranges: Vec<SlotRange> = Vec::new();

@@ -108,6 +108,7 @@ struct Background {
     authenticator: Arc<Authenticator>,
     metrics: ShardMetrics,
     control: PgPool,
+    lookups: ControlLookups,
     directory: Option<Arc<DirectoryRouter>>,
     expected_shard_migrations: Arc<BTreeSet<String>>,
     index: Arc<IndexStates>,
@@ -137,6 +138,9 @@ impl Application {
         // One breaker for the control database, shared by everything the request path asks
         // there.
         let lookups = ControlLookups::new(control.clone(), &topology);
+        if topology.directory_router {
+            load_slot_map(&set, &lookups).await;
+        }
         // One directory router and one key store shared by the request path and the control
         // listener (spawned in `run_until`), so invalidations reach the caches that serve.
         let directory = topology
@@ -218,6 +222,7 @@ impl Application {
                 authenticator,
                 shards,
                 control,
+                lookups,
                 directory,
                 expected_shard_migrations,
                 index,
@@ -264,6 +269,13 @@ impl Application {
         let mut invalidated: Vec<Arc<dyn Invalidated>> = Vec::new();
         if let Some(router) = b.directory.clone() {
             invalidated.push(router);
+            let set = b.shards.set();
+            invalidated.push(set.slot_map().clone());
+            tasks.push(set.slot_map().clone().spawn_reloader(
+                Arc::new(set.topology().clone()),
+                b.lookups.clone(),
+                set.topology().directory_cache_ttl,
+            ));
         }
         if b.authenticator.mode() == AuthMode::ApiKey {
             invalidated.push(b.authenticator.keys().clone());
@@ -328,6 +340,28 @@ impl Application {
         tasks.iter().for_each(|t| t.abort());
         tracing::info!("stopped");
         result
+    }
+}
+
+/// Loads the live slot map before the first request, so that a restarted replica routes a
+/// moved range to its new owner from the start, and logs every difference from
+/// `autumn.toml`. If the control database cannot be read, the replica starts on the file's
+/// map (the shards refuse what it would misroute) and the reloader keeps trying.
+async fn load_slot_map(set: &ShardSet, lookups: &ControlLookups) {
+    let topology = set.topology();
+    if !set.slot_map().reload(topology, lookups).await {
+        return;
+    }
+    for drift in set.slot_map().snapshot().drift(topology) {
+        tracing::warn!(
+            shard = %drift.shard,
+            config = %drift.config,
+            live = %drift.live,
+            edit = %drift.edit,
+            "the live slot map differs from autumn.toml (range moves); to fold it in, write \
+             `edit` in this shard's [[database.shards]] block, deploy, then run `bookmarks \
+             slots compact`"
+        );
     }
 }
 

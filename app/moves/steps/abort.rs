@@ -3,12 +3,12 @@
 //! destination has taken writes after the re-pin (undoing would lose them).
 
 use crate::moves::checksum::{self, TableSum};
-use crate::moves::context::{Pair, StepContext};
-use crate::moves::error::{MoveError, on_control, on_shard};
+use crate::moves::context::StepContext;
+use crate::moves::error::{MoveError, on_shard};
 use crate::moves::record::{MoveRecord, MoveState, Set};
-use crate::moves::tenant_guard::{self, GuardState};
+use crate::moves::scope::{Scope, Side};
+use crate::moves::tenant_guard::GuardState;
 use crate::moves::transfer;
-use crate::sharding::directory::table;
 
 /// Whether an abort has anything to undo on the shards, or can only be refused or noted.
 pub enum AbortCheck {
@@ -55,15 +55,17 @@ pub async fn finish(cx: &StepContext<'_>, m: &mut MoveRecord) -> Result<(), Move
 /// Before the re-pin the source is authoritative: lift its guard, forget the change log,
 /// remove what was copied.
 pub async fn undo_copy(cx: &mut StepContext<'_>, m: &MoveRecord) -> Result<(), MoveError> {
-    let pair = &mut *cx.pair;
-    tenant_guard::clear(&mut pair.source, m.id, &m.tenants)
+    let scope = Scope::of(m);
+    scope
+        .unguard(&mut cx.pair.source, m.id)
         .await
         .map_err(on_shard(format!("cannot lift the guard on {}", m.from)))?;
-    transfer::clear_changes(&pair.source, m.id)
+    transfer::clear_changes(&cx.pair.source, m.id)
         .await
         .map_err(on_shard("cannot clear the change log"))?;
-    remove_copy(pair, m).await?;
-    tenant_guard::clear(&mut pair.dest, m.id, &m.tenants)
+    remove_copy(cx, m, &scope).await?;
+    scope
+        .unguard(&mut cx.pair.dest, m.id)
         .await
         .map_err(on_shard(format!("cannot lift the guard on {}", m.to)))?;
     Ok(())
@@ -73,66 +75,65 @@ pub async fn undo_copy(cx: &mut StepContext<'_>, m: &MoveRecord) -> Result<(), M
 /// reopen the source, remove the copy and leave "departed" on the destination for any
 /// replica still routing there.
 async fn undo_repin(cx: &mut StepContext<'_>, m: &MoveRecord) -> Result<(), MoveError> {
-    let pair = &mut *cx.pair;
-    tenant_guard::set(
-        &mut pair.dest,
-        m.id,
-        &m.tenants,
-        GuardState::Fenced,
-        &m.from,
-    )
-    .await
-    .map_err(on_shard(format!("cannot fence the tenants on {}", m.to)))?;
-    let now = checksum::sums(&pair.dest, &pair.tables, &m.tenants)
+    let scope = Scope::of(m);
+    scope
+        .guard(&mut cx.pair.dest, m.id, GuardState::Fenced, &m.from)
+        .await
+        .map_err(on_shard(format!("cannot fence the tenants on {}", m.to)))?;
+    // A range's new tenants may have written on the destination since the flip: they
+    // count as writes too.
+    let tenants = scope.members(cx, Side::Dest).await?;
+    let now = checksum::sums(&cx.pair.dest, &cx.pair.tables, &tenants)
         .await
         .map_err(on_shard(format!("cannot checksum {}", m.to)))?;
     let verified: Option<Vec<TableSum>> = m
         .checksums
         .clone()
         .and_then(|v| serde_json::from_value(v).ok());
-    if verified.as_deref() != Some(now.as_slice()) {
-        tenant_guard::clear(&mut pair.dest, m.id, &m.tenants)
+    let unchanged = verified.as_deref() == Some(now.as_slice())
+        && (m.slots.is_none() || same_members(&tenants, &m.tenants));
+    if !unchanged {
+        scope
+            .unguard(&mut cx.pair.dest, m.id)
             .await
             .map_err(on_shard(format!("cannot reopen {}", m.to)))?;
         return Err(MoveError::AbortAfterWrites {
             record: Box::new(m.clone()),
         });
     }
-    let mut directory = cx.control().await?;
-    for tenant in &m.tenants {
-        let restored = match m.previous.get(tenant).cloned().flatten() {
-            Some(shard) => {
-                let note = Some("restored by move_slot abort");
-                table::upsert(&mut directory, tenant, &shard, note).await
-            }
-            None => table::remove(&mut directory, tenant).await.map(drop),
-        };
-        restored.map_err(on_control("cannot restore the directory"))?;
-    }
-    drop(directory);
-    let pair = &mut *cx.pair;
-    tenant_guard::clear(&mut pair.source, m.id, &m.tenants)
+    scope.route_back(cx, m).await?;
+    scope
+        .unguard(&mut cx.pair.source, m.id)
         .await
         .map_err(on_shard(format!("cannot reopen {}", m.from)))?;
-    remove_copy(pair, m).await?;
-    tenant_guard::set(
-        &mut pair.dest,
-        m.id,
-        &m.tenants,
-        GuardState::Departed,
-        &m.from,
-    )
-    .await
-    .map_err(on_shard(format!(
-        "cannot mark the tenants departed on {}",
-        m.to
-    )))?;
+    remove_copy(cx, m, &scope).await?;
+    scope
+        .guard(&mut cx.pair.dest, m.id, GuardState::Departed, &m.from)
+        .await
+        .map_err(on_shard(format!(
+            "cannot mark the tenants departed on {}",
+            m.to
+        )))?;
     Ok(())
 }
 
-/// Removes the tenants' copied rows from the destination.
-async fn remove_copy(pair: &mut Pair, m: &MoveRecord) -> Result<(), MoveError> {
-    transfer::delete_moved_rows(&mut pair.dest, m.id, &m.tenants, &pair.tables)
+fn same_members(now: &[String], verified: &[String]) -> bool {
+    let mut a = now.to_vec();
+    let mut b = verified.to_vec();
+    a.sort();
+    b.sort();
+    a == b
+}
+
+/// Removes the move's copied rows from the destination.
+async fn remove_copy(
+    cx: &mut StepContext<'_>,
+    m: &MoveRecord,
+    scope: &Scope,
+) -> Result<(), MoveError> {
+    let tenants = scope.members(cx, Side::Dest).await?;
+    let pair = &mut *cx.pair;
+    transfer::delete_moved_rows(&mut pair.dest, m.id, &tenants, &pair.tables)
         .await
         .map_err(on_shard(format!(
             "cannot remove the copied rows from {}",

@@ -1,13 +1,16 @@
 //! Step 1: capture on (the source logs the keys of rows written from now on), one bulk
 //! `COPY` per table from one snapshot, then catch-up rounds that re-copy logged keys. The
-//! tenants stay writable throughout.
+//! tenants stay writable throughout. A range move captures every key of its ranges, so a
+//! tenant that first writes after the bulk copy is carried by the catch-up.
 
 use std::time::Instant;
 
-use crate::moves::context::{StepContext, rows_on};
+use crate::moves::context::StepContext;
 use crate::moves::error::{MoveError, on_shard};
+use crate::moves::plan::rows_by_tenant;
 use crate::moves::record::{MoveRecord, MoveState, Set};
-use crate::moves::tenant_guard::{self, GuardState};
+use crate::moves::scope::{Scope, Side};
+use crate::moves::tenant_guard::GuardState;
 use crate::moves::transfer;
 
 /// Catch-up rounds copy at most this many logged changes each.
@@ -22,33 +25,32 @@ pub async fn run(cx: &mut StepContext<'_>, m: &mut MoveRecord) -> Result<(), Mov
         cx.advance(m, MoveState::Copying, &[Set::Now("copy_started_at")])
             .await?;
     }
-    let pair = &mut *cx.pair;
-    tenant_guard::set(
-        &mut pair.dest,
-        m.id,
-        &m.tenants,
-        GuardState::Incoming,
-        &m.from,
-    )
-    .await
-    .map_err(on_shard(format!("cannot guard the tenants on {}", m.to)))?;
-    tenant_guard::set(
-        &mut pair.source,
-        m.id,
-        &m.tenants,
-        GuardState::Capturing,
-        &m.to,
-    )
-    .await
-    .map_err(on_shard(format!("cannot start capturing on {}", m.from)))?;
-    let mut total = 0;
-    for tenant in &m.tenants {
-        total += rows_on(cx.shards, cx.tables, &m.from, tenant)
-            .await?
-            .iter()
-            .map(|(_, n)| n)
-            .sum::<i64>();
+    let scope = Scope::of(m);
+    let staying = scope.keep_placed_on_source(cx, &m.from).await?;
+    if staying > 0 {
+        cx.progress.step(&format!(
+            "{staying} tenant(s) of the range are placed on {} and stay there",
+            m.from
+        ));
     }
+    let pair = &mut *cx.pair;
+    scope
+        .guard(&mut pair.dest, m.id, GuardState::Incoming, &m.from)
+        .await
+        .map_err(on_shard(format!("cannot guard the tenants on {}", m.to)))?;
+    scope
+        .guard(&mut pair.source, m.id, GuardState::Capturing, &m.to)
+        .await
+        .map_err(on_shard(format!("cannot start capturing on {}", m.from)))?;
+    // Listed after capture is on: a tenant's rows are either here, or logged from now on.
+    let tenants = scope.members(cx, Side::Source).await?;
+    let total: i64 = rows_by_tenant(&cx.pair.source, cx.tables, &tenants)
+        .await
+        .map_err(on_shard(format!("cannot count rows on {}", m.from)))?
+        .iter()
+        .flatten()
+        .map(|(_, n)| n)
+        .sum();
     let started = Instant::now();
     cx.progress.start_copy(total as u64);
     let pair = &mut *cx.pair;
@@ -56,7 +58,7 @@ pub async fn run(cx: &mut StepContext<'_>, m: &mut MoveRecord) -> Result<(), Mov
         &mut pair.source,
         &mut pair.dest,
         m.id,
-        &m.tenants,
+        &tenants,
         &pair.tables,
         cx.progress,
     )
@@ -88,6 +90,7 @@ pub async fn run(cx: &mut StepContext<'_>, m: &mut MoveRecord) -> Result<(), Mov
         m,
         MoveState::Copied,
         &[
+            Set::Tenants(&tenants),
             Set::Count("rows_copied", copied as i64),
             Set::Count("changes_applied", m.changes_applied + applied as i64),
             Set::Now("copied_at"),

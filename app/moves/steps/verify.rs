@@ -11,19 +11,16 @@ use crate::moves::context::StepContext;
 use crate::moves::error::{MoveError, on_shard};
 use crate::moves::pause::{PausePoint, pause_at};
 use crate::moves::record::{MoveRecord, MoveState, Set};
-use crate::moves::tenant_guard::{self, GuardState};
+use crate::moves::scope::{Scope, Side};
+use crate::moves::tenant_guard::GuardState;
 
 pub async fn run(cx: &mut StepContext<'_>, m: &mut MoveRecord) -> Result<(), MoveError> {
+    let scope = Scope::of(m);
     if m.state == MoveState::Copied {
-        tenant_guard::set(
-            &mut cx.pair.source,
-            m.id,
-            &m.tenants,
-            GuardState::Fenced,
-            &m.to,
-        )
-        .await
-        .map_err(on_shard(format!("cannot fence the tenants on {}", m.from)))?;
+        scope
+            .guard(&mut cx.pair.source, m.id, GuardState::Fenced, &m.to)
+            .await
+            .map_err(on_shard(format!("cannot fence the tenants on {}", m.from)))?;
         cx.advance(m, MoveState::Fenced, &[Set::Now("fenced_at")])
             .await?;
         cx.progress
@@ -45,9 +42,12 @@ pub async fn run(cx: &mut StepContext<'_>, m: &mut MoveRecord) -> Result<(), Mov
     }
     let final_copy = final_copy.elapsed();
     let checksumming = Instant::now();
+    // Fenced: the members cannot change any more (a range's new tenants included).
+    let tenants = scope.members(cx, Side::Source).await?;
+    let pair = &mut *cx.pair;
     let (at_source, at_dest) = tokio::join!(
-        checksum::sums(&pair.source, &pair.tables, &m.tenants),
-        checksum::sums(&pair.dest, &pair.tables, &m.tenants)
+        checksum::sums(&pair.source, &pair.tables, &tenants),
+        checksum::sums(&pair.dest, &pair.tables, &tenants)
     );
     let at_source = at_source.map_err(on_shard(format!("cannot checksum {}", m.from)))?;
     let at_dest = at_dest.map_err(on_shard(format!("cannot checksum {}", m.to)))?;
@@ -72,6 +72,7 @@ pub async fn run(cx: &mut StepContext<'_>, m: &mut MoveRecord) -> Result<(), Mov
         m,
         MoveState::Verified,
         &[
+            Set::Tenants(&tenants),
             Set::Count("rows_verified", rows),
             Set::Count("changes_applied", m.changes_applied + applied as i64),
             Set::Json("checksums", &sums),

@@ -13,6 +13,7 @@
 //! pinned tenant to a shard that does not hold its data.
 
 pub mod cache;
+pub mod placed;
 pub mod placement;
 pub mod table;
 
@@ -113,7 +114,7 @@ impl DirectoryRouter {
             None => Ok(self.pins.decide(key, shards)),
             Some(text) => self
                 .decide(key, self.fetch(text).await?, shards)
-                .to_result(),
+                .to_result(|| self.pins.decide(key, shards)),
         }
     }
 
@@ -163,7 +164,7 @@ impl DirectoryRouter {
     /// What a directory answer means for `key` here.
     fn decide(&self, key: ShardKey<'_>, row: Option<String>, shards: &ShardSet) -> Decision {
         let Some(name) = row else {
-            return Decision::Routed(self.pins.decide(key, shards));
+            return Decision::NoRow;
         };
         match shards.by_name(&name) {
             Some(shard) => Decision::Routed(Route {
@@ -222,14 +223,14 @@ impl DirectoryRouter {
         match self.fetch(key).await {
             Ok(row) => {
                 let decision = self.decide(ShardKey::Str(key), row, shards);
-                let result = decision.to_result();
+                let result = decision.to_result(|| self.pins.decide(ShardKey::Str(key), shards));
                 self.cache.insert(key.into(), decision, fetched, epoch);
                 result
             }
             Err(unavailable) => match stale {
                 Some(decision) => {
                     self.counters.stale_hits.fetch_add(1, Ordering::Relaxed);
-                    decision.to_result()
+                    decision.to_result(|| self.pins.decide(ShardKey::Str(key), shards))
                 }
                 None => Err(unavailable),
             },
@@ -268,7 +269,9 @@ impl ShardRouter for DirectoryRouter {
         match self.cache.get(text, Instant::now()) {
             Cached::Fresh(decision) => {
                 self.counters.hits.fetch_add(1, Ordering::Relaxed);
-                Box::pin(std::future::ready(decision.to_result()))
+                Box::pin(std::future::ready(
+                    decision.to_result(|| self.pins.decide(key, shards)),
+                ))
             }
             Cached::Expired(decision) => Box::pin(self.route_missed(text, Some(decision), shards)),
             Cached::Absent => Box::pin(self.route_missed(text, None, shards)),

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use diesel_async::AsyncPgConnection;
 
-use super::table;
+use super::{placed, table};
 use crate::sharding::pool::{PgConn, PgPool};
 use crate::sharding::router::{PinRouter, RouteVia};
 use crate::sharding::shard_set::ShardSet;
@@ -77,8 +77,24 @@ pub enum PlacementError {
         to: String,
         rows: i64,
     },
+    #[error(
+        "refusing to place {tenant:?} now: its slot {slot} is in range move {move_id}, which \
+         moves the slot's tenants by the slot map; wait for it (`move_slot status {move_id}`) \
+         or abort it, then place the tenant"
+    )]
+    RangeMoving {
+        tenant: String,
+        slot: u16,
+        move_id: i64,
+    },
     #[error("cannot use the tenant directory on the control database: {0}")]
     Control(String),
+    /// The shards' copy of placement (`_autumn_placed_tenants`) could not be written.
+    #[error(
+        "cannot record {tenant:?}'s placement on the shards ({cause}); the directory was not \
+         changed, retry once the shard answers"
+    )]
+    Placed { tenant: String, cause: String },
     #[error(
         "cannot count {tenant:?}'s rows on shard {shard}: {cause} (--force pins without checking)"
     )]
@@ -98,6 +114,7 @@ impl PlacementError {
             PlacementError::DirectoryOff
                 | PlacementError::UnknownShard { .. }
                 | PlacementError::WouldStrand { .. }
+                | PlacementError::RangeMoving { .. }
         )
     }
 }
@@ -117,6 +134,37 @@ pub async fn current(
         },
         None => without_directory(shards, tenant),
     })
+}
+
+#[derive(diesel::QueryableByName)]
+struct RangeMove {
+    #[diesel(sql_type = diesel::sql_types::BigInt)]
+    id: i64,
+    #[diesel(sql_type = diesel::sql_types::Text)]
+    slots: String,
+}
+
+/// The unfinished range move (`move_slot --slots`) whose ranges hold `slot`, if any.
+pub async fn range_move_covering(
+    control: &mut AsyncPgConnection,
+    slot: u16,
+) -> diesel::QueryResult<Option<i64>> {
+    use diesel_async::RunQueryDsl;
+    let moves: Vec<RangeMove> = diesel::sql_query(
+        "SELECT id, slots FROM tenant_moves WHERE slots IS NOT NULL \
+         AND state NOT IN ('done', 'aborted') ORDER BY id",
+    )
+    .load(control)
+    .await?;
+    Ok(moves
+        .into_iter()
+        .find(|m| {
+            m.slots
+                .split(',')
+                .filter_map(|r| r.parse::<crate::sharding::SlotRange>().ok())
+                .any(|r| r.contains(slot))
+        })
+        .map(|m| m.id))
 }
 
 /// Where config pins and the hash put `tenant`, ignoring the directory.
@@ -219,6 +267,7 @@ impl Placer<'_> {
                 known: self.shards.topology().shard_names(),
             })?;
         let mut control = self.control_conn().await?;
+        self.refresh_slot_map(&mut control).await?;
         let before = self.current(&mut control, tenant).await?;
         let after = NamedRoute {
             shard: target.name().to_owned(),
@@ -227,6 +276,23 @@ impl Placer<'_> {
         let rows = self
             .check_rows("pin", tenant, &before, &after, force)
             .await?;
+        self.refuse_during_range_move(&mut control, tenant).await?;
+        // The new shard accepts the tenant before the directory sends it there, and the
+        // old one stops before the directory stops sending it there: at worst a write is
+        // refused for a moment, never stored on a shard the tenant no longer lives on.
+        self.placed(
+            placed::place(self.shards, target.name(), tenant).await,
+            tenant,
+        )?;
+        if before.via == RouteVia::Directory.as_str()
+            && before.shard != target.name()
+            && self.shards.by_name(&before.shard).is_some()
+        {
+            self.placed(
+                placed::unplace(self.shards, &before.shard, tenant).await,
+                tenant,
+            )?;
+        }
         table::upsert(&mut control, tenant, target.name(), note)
             .await
             .map_err(|e| PlacementError::Control(e.to_string()))?;
@@ -237,6 +303,7 @@ impl Placer<'_> {
     pub async fn unpin(&self, tenant: &str, force: bool) -> Result<Change, PlacementError> {
         self.require_directory()?;
         let mut control = self.control_conn().await?;
+        self.refresh_slot_map(&mut control).await?;
         let before = self.current(&mut control, tenant).await?;
         let after = self.without_directory(tenant);
         if before.via != RouteVia::Directory.as_str() {
@@ -245,10 +312,57 @@ impl Placer<'_> {
         let rows = self
             .check_rows("unpin", tenant, &before, &after, force)
             .await?;
+        self.refuse_during_range_move(&mut control, tenant).await?;
+        if self.shards.by_name(&before.shard).is_some() {
+            self.placed(
+                placed::unplace(self.shards, &before.shard, tenant).await,
+                tenant,
+            )?;
+        }
         table::remove(&mut control, tenant)
             .await
             .map_err(|e| PlacementError::Control(e.to_string()))?;
         Ok(Change::new(tenant, before, after, rows, true))
+    }
+
+    /// Routes by the slot map as it is now (a tool's shard set starts from autumn.toml's).
+    async fn refresh_slot_map(
+        &self,
+        control: &mut AsyncPgConnection,
+    ) -> Result<(), PlacementError> {
+        self.shards
+            .slot_map()
+            .load_from(self.shards.topology(), control)
+            .await
+            .map_err(|e| PlacementError::Control(e.to_string()))
+    }
+
+    fn placed(&self, outcome: Result<(), String>, tenant: &str) -> Result<(), PlacementError> {
+        outcome.map_err(|cause| PlacementError::Placed {
+            tenant: tenant.to_owned(),
+            cause,
+        })
+    }
+
+    /// A range move decides its slots' tenants by the slot map while it runs: placing one
+    /// of them then would change which tenants it moves under its feet.
+    async fn refuse_during_range_move(
+        &self,
+        control: &mut AsyncPgConnection,
+        tenant: &str,
+    ) -> Result<(), PlacementError> {
+        let slot = ShardKey::Str(tenant).slot().index();
+        let moving = range_move_covering(control, slot)
+            .await
+            .map_err(|e| PlacementError::Control(e.to_string()))?;
+        match moving {
+            Some(move_id) => Err(PlacementError::RangeMoving {
+                tenant: tenant.to_owned(),
+                slot,
+                move_id,
+            }),
+            None => Ok(()),
+        }
     }
 
     /// Where `tenant` routes now: its directory row (read afresh), else pin, else hash.
