@@ -16,5 +16,6 @@ mod moves;
 mod openapi;
 mod outages;
 mod partitions;
+mod range_moves;
 mod search;
 mod service;

@@ -18,23 +18,23 @@ const DIRECTORY: &str = "[sharding]\ndirectory_router = true\ndirectory_cache_tt
 /// Fresh databases with directory routing. These tests run several moves (copies, fences,
 /// writers) at once on a small machine, so a new session may take longer than the usual
 /// test connect timeout; these tests are about moves, not about silent servers.
-async fn move_layout() -> Layout {
+pub(crate) async fn move_layout() -> Layout {
     layout(DIRECTORY).await.with_patient_connects()
 }
 
 /// The `move_slot` binary with a layout's topology as its config file.
-struct Tool {
-    config: tempfile::NamedTempFile,
+pub(crate) struct Tool {
+    pub(crate) config: tempfile::NamedTempFile,
 }
 
 impl Tool {
-    fn new(layout: &Layout) -> Self {
+    pub(crate) fn new(layout: &Layout) -> Self {
         let config = tempfile::NamedTempFile::new().unwrap();
         std::fs::write(config.path(), layout.toml()).unwrap();
         Self { config }
     }
 
-    fn cmd(&self, args: &[&str]) -> Command {
+    pub(crate) fn cmd(&self, args: &[&str]) -> Command {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_move_slot"));
         for (name, _) in std::env::vars().filter(|(k, _)| k.starts_with("AUTUMN_")) {
             cmd.env_remove(name);
@@ -43,12 +43,12 @@ impl Tool {
         cmd
     }
 
-    fn run(&self, args: &[&str]) -> Output {
+    pub(crate) fn run(&self, args: &[&str]) -> Output {
         self.cmd(args).output().unwrap()
     }
 
     /// Runs a command that must succeed; returns its last JSON line.
-    fn ok(&self, args: &[&str]) -> Value {
+    pub(crate) fn ok(&self, args: &[&str]) -> Value {
         let out = self.run(args);
         assert!(
             out.status.success(),
@@ -59,7 +59,7 @@ impl Tool {
     }
 
     /// Runs a command that must exit with `code`; returns its stderr.
-    fn fails(&self, args: &[&str], code: i32) -> String {
+    pub(crate) fn fails(&self, args: &[&str], code: i32) -> String {
         let out = self.run(args);
         let err = String::from_utf8_lossy(&out.stderr).into_owned();
         assert_eq!(out.status.code(), Some(code), "move_slot {args:?}: {err}");
@@ -67,12 +67,12 @@ impl Tool {
         err
     }
 
-    fn status(&self, id: i64) -> Value {
+    pub(crate) fn status(&self, id: i64) -> Value {
         self.ok(&["status", &id.to_string()])
     }
 
     /// Starts `args` paused at `point` and kills it (SIGKILL) once it gets there.
-    fn kill_at(&self, point: &str, args: &[&str]) -> i64 {
+    pub(crate) fn kill_at(&self, point: &str, args: &[&str]) -> i64 {
         let mut child = self
             .cmd(args)
             .env("MOVE_SLOT_PAUSE_AT", point)
@@ -99,7 +99,7 @@ impl Tool {
 }
 
 /// `STEP --from FROM --to TO --tenant TENANT EXTRA…`
-fn step<'a>(
+pub(crate) fn step<'a>(
     step: &'a str,
     from: &'a str,
     to: &'a str,
@@ -111,17 +111,21 @@ fn step<'a>(
     args
 }
 
-fn last_json(out: &Output) -> Value {
+pub(crate) fn last_json(out: &Output) -> Value {
     let text = String::from_utf8_lossy(&out.stdout);
     serde_json::from_str(text.lines().last().expect("a JSON line")).unwrap()
 }
 
-async fn on_shard(layout: &Layout, shard: &str, query: &str) -> Vec<Vec<Option<String>>> {
+pub(crate) async fn on_shard(
+    layout: &Layout,
+    shard: &str,
+    query: &str,
+) -> Vec<Vec<Option<String>>> {
     let (port, db) = port_of(layout, shard);
     sql(port, &db, query).await
 }
 
-async fn count(layout: &Layout, shard: &str, tenant: &str) -> i64 {
+pub(crate) async fn count(layout: &Layout, shard: &str, tenant: &str) -> i64 {
     on_shard(
         layout,
         shard,
@@ -135,7 +139,7 @@ async fn count(layout: &Layout, shard: &str, tenant: &str) -> i64 {
 }
 
 /// Every column of a tenant's rows, as text, by id.
-async fn rows(layout: &Layout, shard: &str, tenant: &str) -> Vec<Vec<Option<String>>> {
+pub(crate) async fn rows(layout: &Layout, shard: &str, tenant: &str) -> Vec<Vec<Option<String>>> {
     on_shard(
         layout,
         shard,
@@ -148,7 +152,7 @@ async fn rows(layout: &Layout, shard: &str, tenant: &str) -> Vec<Vec<Option<Stri
 }
 
 /// `n` bookmarks for `tenant` written straight into its shard (faster than the API).
-async fn seed(layout: &Layout, shard: &str, tenant: &str, n: usize) {
+pub(crate) async fn seed(layout: &Layout, shard: &str, tenant: &str, n: usize) {
     on_shard(
         layout,
         shard,
@@ -161,7 +165,7 @@ async fn seed(layout: &Layout, shard: &str, tenant: &str, n: usize) {
     .await;
 }
 
-async fn spawn(layout: &Layout, name: &str) -> TestApp {
+pub(crate) async fn spawn(layout: &Layout, name: &str) -> TestApp {
     TestApp::spawn(layout.settings(), name).await
 }
 
@@ -291,16 +295,16 @@ async fn search_follows_a_moved_tenant_to_its_new_shard() {
 
 /// What one writer knows it was told: acknowledged rows and their final titles.
 #[derive(Default)]
-struct Acknowledged {
-    rows: BTreeMap<String, String>,
-    refused: usize,
-    acknowledged: usize,
-    unexpected: Vec<String>,
+pub(crate) struct Acknowledged {
+    pub(crate) rows: BTreeMap<String, String>,
+    pub(crate) refused: usize,
+    pub(crate) acknowledged: usize,
+    pub(crate) unexpected: Vec<String>,
 }
 
 /// Creates, updates and deletes its own bookmarks of `tenant` through the apps in turn
 /// until `stop`; a refusal must be a 503 with Retry-After that says the tenant is moving.
-async fn writer(
+pub(crate) async fn writer(
     apps: Arc<Vec<TestApp>>,
     tenant: String,
     who: usize,
@@ -380,7 +384,7 @@ async fn writer(
 }
 
 /// Reads `tenant` through the apps in turn until `stop`; returns (reads, failures).
-async fn reader(
+pub(crate) async fn reader(
     apps: Arc<Vec<TestApp>>,
     tenant: String,
     stop: Arc<AtomicBool>,

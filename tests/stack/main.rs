@@ -628,6 +628,23 @@ async fn the_compose_stack_serves_through_nginx_survives_outages_and_tears_down_
         said.contains("spare key: 200") && said.contains("\"invalid_api_key\""),
         "the walkthrough's spare key worked, then was refused once revoked: {said}"
     );
+    for replica in ["web1", "web2"] {
+        assert!(
+            said.contains(&format!("umbrella: {replica} shard1")),
+            "{replica} routes the moved range's new tenant to its new owner: {said}"
+        );
+    }
+    assert!(
+        said.contains("belongs to shard shard1") && said.contains("\"source\": \"slot_map\""),
+        "the old owner refused a direct insert, and `bookmarks slots` showed the override: {said}"
+    );
+    let q = "select count(*) from bookmarks where tenant_id = 'umbrella'";
+    assert_eq!(
+        stack.psql("postgres-shard-1", q),
+        "1",
+        "umbrella's first write is on its new owner"
+    );
+    assert_eq!(stack.psql("postgres-shard-0", q), "0");
     assert!(stack.wait_ready(Duration::from_secs(30)).await);
 
     // Three processes run reindexers (web1, web2, worker); each shard has exactly one leader.

@@ -7,7 +7,7 @@ use super::{Layout, port_of, sql};
 /// Rows of text columns, as [`sql`] returns them.
 pub type Rows = Vec<Vec<Option<String>>>;
 
-async fn on_control(layout: &Layout, query: &str) -> Rows {
+pub async fn on_control(layout: &Layout, query: &str) -> Rows {
     sql(layout.control.0, &layout.control.1, query).await
 }
 

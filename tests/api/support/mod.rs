@@ -7,6 +7,7 @@
 //! process and are removed when it exits; tests that stop servers start their own.
 
 mod internals;
+mod relay;
 
 use std::cell::RefCell;
 use std::sync::{Arc, LazyLock, Mutex, Weak};
@@ -38,6 +39,7 @@ pub fn postgres_image() -> (String, String) {
 
 pub use crate::common::{eventually, free_port, unique};
 pub use internals::*;
+pub use relay::Relay;
 
 /// One Postgres server in a container.
 pub struct Server {
