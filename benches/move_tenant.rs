@@ -53,6 +53,8 @@ async fn writer(app: Arc<TestApp>, stop: Arc<AtomicBool>, per_second: u64) -> Se
     let mut last_ok = Instant::now();
     let mut refused_since_ok = false;
     let mut n = 0;
+    // Tenants authenticate with an API key since the service has them.
+    let auth = app.tenant(TENANT).await;
     while !stop.load(Ordering::Relaxed) {
         if let Some(tick) = &mut tick {
             tick.tick().await;
@@ -60,7 +62,7 @@ async fn writer(app: Arc<TestApp>, stop: Arc<AtomicBool>, per_second: u64) -> Se
         n += 1;
         let res = app
             .post("/api/bookmarks")
-            .header("X-Tenant-Id", TENANT)
+            .headers(auth.clone())
             .json(&json!({"url": format!("https://bench.example/live/{n}")}))
             .send()
             .await

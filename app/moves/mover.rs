@@ -161,12 +161,7 @@ impl Mover {
         ranges: &[SlotRange],
     ) -> Result<Vec<TenantPlan>, MoveError> {
         let mut control = context::control(&self.control).await?;
-        let owners = SlotOwners::build(
-            &self.topology,
-            slot_map::load(&mut control)
-                .await
-                .map_err(on_control("cannot read the slot map"))?,
-        );
+        let owners = live_owners(&self.topology, &mut control).await?;
         for slot in ranges.iter().flat_map(|r| r.iter()) {
             let owner = owners.owner(slot);
             let name = self.topology.shards[owner.shard].name.as_str();
@@ -585,12 +580,7 @@ impl Mover {
             return Ok(None);
         }
         let mut control = context::control(&self.control).await?;
-        let owners = SlotOwners::build(
-            &self.topology,
-            slot_map::load(&mut control)
-                .await
-                .map_err(on_control("cannot read the slot map"))?,
-        );
+        let owners = live_owners(&self.topology, &mut control).await?;
         let drift = owners.drift(&self.topology);
         if drift.is_empty() {
             return Ok(Some(
@@ -648,4 +638,15 @@ impl Mover {
             &m.to,
         )))
     }
+}
+
+/// The slot map as the control database has it now.
+async fn live_owners(
+    topology: &Topology,
+    control: &mut diesel_async::AsyncPgConnection,
+) -> Result<SlotOwners, MoveError> {
+    let overrides = slot_map::load(control)
+        .await
+        .map_err(on_control("cannot read the slot map"))?;
+    Ok(SlotOwners::build(topology, overrides))
 }

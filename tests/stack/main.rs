@@ -148,15 +148,22 @@ async fn browse_the_admin_page_and_the_tenant_ui(stack: &Stack) -> Browser {
         .unwrap();
     assert_eq!(b.client.title().await.unwrap(), "Admin · Bookmarks");
     assert_eq!(b.count(".shard-card").await, 2, "a card per shard");
+    // The cards show the live slot map: the walkthrough moved 2048-3071 to shard1.
     assert!(
         b.text(".shard-card[data-shard=shard0]")
             .await
-            .contains("0-8191")
+            .contains("0-2047, 3072-8191")
     );
     assert!(
         b.text(".shard-card[data-shard=shard1]")
             .await
-            .contains("8192-16383")
+            .contains("2048-3071, 8192-16383")
+    );
+    assert!(
+        b.text("#slot-drift")
+            .await
+            .contains("bookmarks slots compact"),
+        "the slot map section shows the drift from autumn.toml"
     );
     assert!(
         b.count("#slot-map svg rect").await >= 128,
@@ -731,15 +738,11 @@ async fn the_compose_stack_serves_through_nginx_survives_outages_and_tears_down_
             .unwrap();
         assert_eq!(res.status(), 201, "{t}");
     }
-    // From the host the control database's compose host name does not resolve; these
-    // tenants have no directory rows, so pins and the hash say where they live.
-    let route = Command::new(env!("CARGO_BIN_EXE_bookmarks"))
-        .current_dir(ROOT)
-        .env_remove("AUTUMN_CONFIG")
-        .args(["route", "--no-directory", "--"])
-        .args(&tenants)
-        .output()
-        .unwrap();
+    // Asked inside the stack, so `route` reads the directory and the live slot map (the
+    // walkthrough's range move changed it) as the web replicas do.
+    let mut args = vec!["exec", "-T", "web1", "bookmarks", "route", "--"];
+    args.extend(tenants.iter().map(String::as_str));
+    let route = stack.compose(&args);
     let routes: Vec<Value> = String::from_utf8_lossy(&route.stdout)
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
