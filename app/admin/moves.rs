@@ -35,7 +35,10 @@ impl From<MoveRecord> for MoveSummary {
         Self {
             id: m.id,
             tenants: m.tenants,
-            slots: m.slots.as_deref().map(record::ranges_text),
+            slots: m
+                .slots
+                .as_deref()
+                .map(crate::sharding::slot_range::ranges_text),
             from_shard: m.from,
             to_shard: m.to,
             state: m.state.as_str().to_owned(),

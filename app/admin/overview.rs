@@ -159,6 +159,9 @@ pub async fn shard_cards(
         .next_back()
         .cloned()
         .unwrap_or_default();
+    // Each shard's slots in the live slot map (`autumn.toml` plus overrides).
+    let map = set.slot_map().snapshot();
+    let owned: Vec<_> = (0..set.len()).map(|i| map.ranges_of(i)).collect();
     let cards = set
         .iter()
         .zip(probes)
@@ -174,11 +177,8 @@ pub async fn shard_cards(
             ShardCard {
                 name: shard.name().to_owned(),
                 colour: colour(i),
-                slot_count: live_slots(set, shard.id().index())
-                    .iter()
-                    .map(|r| r.len())
-                    .sum(),
-                ranges: display_ranges(&live_slots(set, shard.id().index())),
+                slot_count: owned[i].iter().map(|r| r.len()).sum(),
+                ranges: display_ranges(&owned[i]),
                 primary,
                 replica: replica.map(|server| ReplicaState {
                     reads: if state.shards.replicas().is_ready(shard.id()) {
@@ -208,12 +208,6 @@ pub async fn shard_cards(
         })
         .collect();
     (cards, facts)
-}
-
-/// The slots a shard owns in the live slot map (`autumn.toml` plus overrides).
-fn live_slots(set: &crate::sharding::ShardSet, shard: usize) -> Vec<crate::sharding::SlotRange> {
-    let map = set.slot_map().snapshot();
-    crate::sharding::slot_range::compact((0..SLOT_COUNT).filter(|&s| map.owner(s).shard == shard))
 }
 
 /// How the live slot map differs from `autumn.toml`, with the edit that folds it in.

@@ -10,7 +10,6 @@ use serde::Serialize;
 use crate::configuration::Settings;
 use crate::sharding::control::ControlLookups;
 use crate::sharding::pool::build_pool;
-use crate::sharding::slot_map;
 use crate::sharding::{DirectoryRouter, PinRouter, RouteError, ShardKey, ShardSet};
 
 #[derive(Debug, clap::Args)]
@@ -73,15 +72,10 @@ pub async fn run(settings: &Settings, args: &RouteArgs) -> ExitCode {
     // The live slot map, as every web replica routes by it now.
     if let Some(control) = &control {
         let lookups = ControlLookups::new(control.clone(), &topology);
-        match lookups.run(async |c| slot_map::load(c).await).await {
-            Ok(overrides) => shards.slot_map().install(&topology, overrides),
-            Err(cause) => {
-                let code = super::placement::control_unreachable(settings, &cause);
-                eprintln!(
-                    "`bookmarks route --no-directory` routes by config pins and the hash alone"
-                );
-                return code;
-            }
+        if let Err(cause) = shards.slot_map().reload(&topology, &lookups).await {
+            let code = super::placement::control_unreachable(settings, &cause);
+            eprintln!("`bookmarks route --no-directory` routes by config pins and the hash alone");
+            return code;
         }
     }
     let directory = control.map(|control| DirectoryRouter::new(control, &shards));

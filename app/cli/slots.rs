@@ -46,8 +46,9 @@ async fn control(topology: &Topology) -> Result<crate::sharding::pool::PgConn, S
 /// The effective map as read from the control database now.
 pub async fn effective(topology: &Topology) -> Result<SlotOwners, String> {
     let mut conn = control(topology).await?;
-    let overrides = slot_map::load(&mut conn).await.map_err(|e| e.to_string())?;
-    Ok(SlotOwners::build(topology, overrides))
+    slot_map::current(&mut conn, topology)
+        .await
+        .map_err(|e| e.to_string())
 }
 
 /// What check-config and `bookmarks slots` say about drift, in words.

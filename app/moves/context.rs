@@ -8,10 +8,11 @@ use super::error::{DbError, MoveError, on_control};
 use super::progress::MoveProgress;
 use super::record::{self, MoveRecord, MoveState, Set};
 use super::transfer::{self, TableInfo};
-use crate::sharding::ShardSet;
 use crate::sharding::directory::table;
 use crate::sharding::pool::{PgConn, PgPool};
+use crate::sharding::slot_map::{self, SlotOwners};
 use crate::sharding::tenant_rows::{self, TenantTable};
+use crate::sharding::{ShardSet, Topology};
 
 /// Sessions to a move's source and destination, and its tables as the source has them.
 /// Kept between steps, so that the fence window is not spent connecting.
@@ -112,4 +113,14 @@ pub async fn rows_on(
         .await
         .map_err(|e| fail(e.to_string()))?;
     Ok(tables.iter().map(|t| t.name).zip(counts).collect())
+}
+
+/// The slot map as the control database has it now.
+pub async fn live_owners(
+    topology: &Topology,
+    control: &mut diesel_async::AsyncPgConnection,
+) -> Result<SlotOwners, MoveError> {
+    slot_map::current(control, topology)
+        .await
+        .map_err(on_control("cannot read the slot map"))
 }

@@ -10,7 +10,7 @@ use std::time::Duration;
 use tokio_postgres::Client;
 
 use super::conn;
-use super::context::{self, Pair, StepContext, directory_row, rows_on};
+use super::context::{self, Pair, StepContext, directory_row, live_owners, rows_on};
 use super::error::{MoveError, on_control, on_shard};
 use super::plan::{self, TenantPlan, TenantSelection};
 use super::progress::MoveProgress;
@@ -21,7 +21,7 @@ use super::transfer;
 use crate::configuration::Settings;
 use crate::sharding::directory::placement::{self, NamedRoute};
 use crate::sharding::pool::{PgPool, build_pool};
-use crate::sharding::slot_map::{self, SlotOwners};
+use crate::sharding::slot_range::ranges_text;
 use crate::sharding::tenant_rows::TenantTable;
 use crate::sharding::{DbUrl, ShardKey, ShardSet, SlotRange, Topology};
 
@@ -182,11 +182,7 @@ impl Mover {
         drop(control);
         let source = self.shard(from).await?;
         let dest = self.shard(to).await?;
-        let inside = |t: &str| {
-            let slot = ShardKey::Str(t).slot().index();
-            ranges.iter().any(|r| r.contains(slot))
-        };
-        let tenants = plan::tenants_where(&source, self.tables, inside)
+        let tenants = plan::tenants_where(&source, self.tables, |t| scope::in_ranges(ranges, t))
             .await
             .map_err(on_shard(format!("cannot list the tenants on {from}")))?;
         let on_source = plan::rows_by_tenant(&source, self.tables, &tenants)
@@ -271,7 +267,7 @@ impl Mover {
                 for p in &skipped {
                     self.progress.step(&format!(
                         "slots {}: {} stays: {}",
-                        record::ranges_text(ranges),
+                        ranges_text(ranges),
                         p.tenant,
                         p.blocker.as_deref().unwrap_or_default()
                     ));
@@ -374,14 +370,7 @@ impl Mover {
             return Ok(None);
         };
         let same_tenants = match selection {
-            TenantSelection::Tenants(tenants) => {
-                let mut a = tenants.clone();
-                let mut b = found.tenants.clone();
-                a.sort();
-                b.sort();
-                a.dedup();
-                a == b
-            }
+            TenantSelection::Tenants(tenants) => record::same_tenants(tenants, &found.tenants),
             TenantSelection::Slot(_) => true,
             TenantSelection::Ranges(ranges) => found.slots.as_deref() == Some(ranges.as_slice()),
         };
@@ -439,7 +428,7 @@ impl Mover {
 
     fn label(&mut self, record: &MoveRecord) {
         let what = match &record.slots {
-            Some(ranges) => format!("slots {}", record::ranges_text(ranges)),
+            Some(ranges) => format!("slots {}", ranges_text(ranges)),
             None => record.tenants.join(","),
         };
         self.progress.set_label(format!(
@@ -597,10 +586,7 @@ impl Mover {
             "every web replica routes slots {} to {} now, by the live slot map (no deploy \
              needed). To make autumn.toml say so too: {}; check it with `bookmarks \
              check-config`, deploy, then `bookmarks slots compact`",
-            m.slots
-                .as_deref()
-                .map(record::ranges_text)
-                .unwrap_or_default(),
+            m.slots.as_deref().map(ranges_text).unwrap_or_default(),
             m.to,
             edits.join("; ")
         )))
@@ -638,15 +624,4 @@ impl Mover {
             &m.to,
         )))
     }
-}
-
-/// The slot map as the control database has it now.
-async fn live_owners(
-    topology: &Topology,
-    control: &mut diesel_async::AsyncPgConnection,
-) -> Result<SlotOwners, MoveError> {
-    let overrides = slot_map::load(control)
-        .await
-        .map_err(on_control("cannot read the slot map"))?;
-    Ok(SlotOwners::build(topology, overrides))
 }

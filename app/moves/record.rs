@@ -15,6 +15,8 @@ use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
 use serde::Serialize;
 use serde_json::{Value, json};
 
+use crate::sharding::directory::placement::range_move_covering;
+use crate::sharding::slot_range::{SlotRanges, ranges_text};
 use crate::sharding::{ShardKey, SlotRange};
 
 /// Where a move stands. The happy path runs top to bottom; `Aborted` ends it anywhere
@@ -255,7 +257,7 @@ impl TryFrom<MoveRow> for MoveRecord {
         let slots = row
             .slots
             .as_deref()
-            .map(parse_ranges)
+            .map(|text| text.parse::<SlotRanges>().map(SlotRanges::into_vec))
             .transpose()
             .map_err(unreadable)?;
         let previous =
@@ -290,20 +292,10 @@ impl TryFrom<MoveRow> for MoveRecord {
     }
 }
 
-/// `"0-4095,9000"` as the `slots` column holds it.
-pub fn parse_ranges(text: &str) -> Result<Vec<SlotRange>, String> {
-    text.split(',')
-        .map(|r| r.parse::<SlotRange>().map_err(|e| e.to_string()))
-        .collect()
-}
-
-/// The `slots` column's text for `ranges`.
-pub fn ranges_text(ranges: &[SlotRange]) -> String {
-    ranges
-        .iter()
-        .map(ToString::to_string)
-        .collect::<Vec<_>>()
-        .join(",")
+/// Whether two lists name the same tenants, in any order.
+pub fn same_tenants(a: &[String], b: &[String]) -> bool {
+    use std::collections::BTreeSet;
+    a.iter().collect::<BTreeSet<_>>() == b.iter().collect::<BTreeSet<_>>()
 }
 
 fn records(rows: Vec<MoveRow>) -> Result<Vec<MoveRecord>, RecordError> {
@@ -528,11 +520,8 @@ pub async fn active_for_range_slot(
     control: &mut AsyncPgConnection,
     slot: u16,
 ) -> Result<Option<MoveRecord>, RecordError> {
-    Ok(unfinished(control).await?.into_iter().find(|m| {
-        m.slots
-            .as_ref()
-            .is_some_and(|rs| rs.iter().any(|r| r.contains(slot)))
-    }))
+    let id = range_move_covering(control, slot).await?;
+    load_some(control, id.map(|id| Id { id })).await
 }
 
 pub async fn load(

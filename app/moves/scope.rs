@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use tokio_postgres::Client;
 
-use super::context::StepContext;
+use super::context::{StepContext, live_owners};
 use super::error::{MoveError, on_control, on_shard};
 use super::plan::tenants_where;
 use super::record::MoveRecord;
@@ -17,7 +17,7 @@ use super::slot_guard;
 use super::tenant_guard::{self, GuardState};
 use crate::jobs::{self, Job, queue};
 use crate::sharding::directory::{placed, table};
-use crate::sharding::slot_map::{self, SlotOwners};
+use crate::sharding::slot_map;
 use crate::sharding::{ShardKey, ShardSet, SlotRange};
 use crate::tenancy::TenantId;
 
@@ -126,9 +126,7 @@ impl Scope {
             .map(|(tenant, _)| tenant)
             .collect();
         for tenant in &staying {
-            placed::place(cx.shards, from, tenant)
-                .await
-                .map_err(|e| MoveError::Setup(format!("cannot mark {tenant} placed: {e}")))?;
+            place(cx, from, tenant).await?;
         }
         Ok(staying.len())
     }
@@ -146,15 +144,11 @@ impl Scope {
                 let note = format!("move_slot move {}", m.id);
                 let mut directory = cx.control().await?;
                 for tenant in tenants {
-                    placed::place(cx.shards, to, tenant)
-                        .await
-                        .map_err(|e| MoveError::Setup(format!("cannot place {tenant}: {e}")))?;
+                    place(cx, to, tenant).await?;
                     table::upsert(&mut directory, tenant, to, Some(&note))
                         .await
                         .map_err(on_control("cannot re-pin in the directory"))?;
-                    placed::unplace(cx.shards, &m.from, tenant)
-                        .await
-                        .map_err(|e| MoveError::Setup(format!("cannot unplace {tenant}: {e}")))?;
+                    unplace(cx, &m.from, tenant).await?;
                 }
                 Ok(())
             }
@@ -173,25 +167,18 @@ impl Scope {
             Scope::Tenants(tenants) => {
                 let mut directory = cx.control().await?;
                 for tenant in tenants {
-                    let restored = match m.previous.get(tenant).cloned().flatten() {
+                    let previous = m.previous.get(tenant).cloned().flatten();
+                    let restored = match &previous {
                         Some(shard) => {
-                            placed::place(cx.shards, &shard, tenant)
-                                .await
-                                .map_err(|e| {
-                                    MoveError::Setup(format!("cannot place {tenant}: {e}"))
-                                })?;
+                            place(cx, shard, tenant).await?;
                             let note = Some("restored by move_slot abort");
-                            table::upsert(&mut directory, tenant, &shard, note).await
+                            table::upsert(&mut directory, tenant, shard, note).await
                         }
                         None => table::remove(&mut directory, tenant).await.map(drop),
                     };
                     restored.map_err(on_control("cannot restore the directory"))?;
-                    if m.previous.get(tenant).cloned().flatten().as_deref() != Some(m.to.as_str()) {
-                        placed::unplace(cx.shards, &m.to, tenant)
-                            .await
-                            .map_err(|e| {
-                                MoveError::Setup(format!("cannot unplace {tenant}: {e}"))
-                            })?;
+                    if previous.as_deref() != Some(m.to.as_str()) {
+                        unplace(cx, &m.to, tenant).await?;
                     }
                 }
                 Ok(())
@@ -227,12 +214,7 @@ impl Scope {
             }
             Scope::Ranges(ranges) => {
                 let topology = cx.shards.topology();
-                let owners = SlotOwners::build(
-                    topology,
-                    slot_map::load(&mut control)
-                        .await
-                        .map_err(on_control("cannot read the slot map"))?,
-                );
+                let owners = live_owners(topology, &mut control).await?;
                 for slot in ranges.iter().flat_map(|r| r.iter()) {
                     let now = topology.shards[owners.owner(slot).shard].name.as_str();
                     if now != m.to {
@@ -283,7 +265,22 @@ pub async fn queue_reindex(
     Ok(())
 }
 
-fn in_ranges(ranges: &[SlotRange], tenant: &str) -> bool {
+/// Lets `shard` accept `tenant` whatever its slot guard says (see [`placed`]).
+async fn place(cx: &StepContext<'_>, shard: &str, tenant: &str) -> Result<(), MoveError> {
+    placed::place(cx.shards, shard, tenant)
+        .await
+        .map_err(|e| MoveError::Setup(format!("cannot mark {tenant} placed on {shard}: {e}")))
+}
+
+/// Takes that exception away.
+async fn unplace(cx: &StepContext<'_>, shard: &str, tenant: &str) -> Result<(), MoveError> {
+    placed::unplace(cx.shards, shard, tenant)
+        .await
+        .map_err(|e| MoveError::Setup(format!("cannot unmark {tenant} placed on {shard}: {e}")))
+}
+
+/// Whether `tenant`'s key hashes into `ranges`.
+pub fn in_ranges(ranges: &[SlotRange], tenant: &str) -> bool {
     let slot = ShardKey::Str(tenant).slot().index();
     ranges.iter().any(|r| r.contains(slot))
 }

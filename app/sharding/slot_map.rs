@@ -12,7 +12,6 @@
 //! Precedence, first match wins: tenant directory row, config pin, slot override, config
 //! slots.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
@@ -133,6 +132,11 @@ impl SlotOwners {
         &self.problems
     }
 
+    /// The slots of the shard at `index`, as the fewest ranges.
+    pub fn ranges_of(&self, index: usize) -> Vec<SlotRange> {
+        compact((0..SLOT_COUNT).filter(|&s| self.owners[usize::from(s)].shard == index))
+    }
+
     /// The whole map as runs of one owner and source, in slot order.
     pub fn runs(&self, topology: &Topology) -> Vec<Run> {
         let mut runs: Vec<(u16, u16, Owner)> = Vec::new();
@@ -168,9 +172,7 @@ impl SlotOwners {
             .iter()
             .enumerate()
             .filter_map(|(index, spec)| {
-                let live = compact(
-                    (0..SLOT_COUNT).filter(|&s| self.owners[usize::from(s)].shard == index),
-                );
+                let live = self.ranges_of(index);
                 let config = compact((0..SLOT_COUNT).filter(|&s| topology.owner_of(s) == index));
                 (live != config).then(|| Drift {
                     shard: spec.name.as_str().to_owned(),
@@ -227,6 +229,14 @@ pub async fn load(conn: &mut AsyncPgConnection) -> diesel::QueryResult<Vec<Overr
             })
         })
         .collect())
+}
+
+/// The effective map as the control database has it now.
+pub async fn current(
+    conn: &mut AsyncPgConnection,
+    topology: &Topology,
+) -> diesel::QueryResult<SlotOwners> {
+    Ok(SlotOwners::build(topology, load(conn).await?))
 }
 
 /// Per slot, the override's (shard, move) if it has one.
@@ -331,7 +341,7 @@ pub async fn compact_overrides(
     topology: &Topology,
     only: Option<&[SlotRange]>,
 ) -> Result<Compacted, CompactError> {
-    let now = SlotOwners::build(topology, load(conn).await?);
+    let now = current(conn, topology).await?;
     let wanted: Vec<SlotRange> = only.map_or_else(|| vec![SlotRange::full()], <[_]>::to_vec);
     let refused = now.would_change(topology, &wanted);
     if only.is_some() && !refused.is_empty() {
@@ -407,19 +417,13 @@ impl LiveSlotMap {
         for problem in next.problems() {
             tracing::error!("{problem}");
         }
-        let changed: BTreeMap<_, _> = next
-            .overrides()
-            .iter()
-            .map(|o| (o.range, o.shard.clone()))
-            .collect();
-        let before: BTreeMap<_, _> = self
-            .current
-            .load()
-            .overrides()
-            .iter()
-            .map(|o| (o.range, o.shard.clone()))
-            .collect();
-        if changed != before {
+        let owners = |map: &SlotOwners| -> Vec<(SlotRange, String)> {
+            map.overrides()
+                .iter()
+                .map(|o| (o.range, o.shard.clone()))
+                .collect()
+        };
+        if owners(&next) != owners(&self.current.load()) {
             tracing::info!(overrides = ?next.overrides().iter().map(|o| format!("{}→{}", o.range, o.shard)).collect::<Vec<_>>(), "slot map changed");
         }
         self.current.store(Arc::new(next));
@@ -442,15 +446,20 @@ impl LiveSlotMap {
         self.reload.notify_one();
     }
 
-    /// Reads the overrides through `lookups` and installs them; on failure keeps the map.
-    pub async fn reload(&self, topology: &Topology, lookups: &ControlLookups) -> bool {
+    /// Reads the overrides through `lookups` and installs them; on failure keeps the map
+    /// and says why (for the log, never for clients).
+    pub async fn reload(
+        &self,
+        topology: &Topology,
+        lookups: &ControlLookups,
+    ) -> Result<(), String> {
         match lookups.run(async |c| load(c).await).await {
             Ok(overrides) => {
                 self.install(topology, overrides);
                 if self.failing.swap(false, Ordering::AcqRel) {
                     tracing::info!("the slot map reloads again");
                 }
-                true
+                Ok(())
             }
             Err(cause) => {
                 self.reload_failures.fetch_add(1, Ordering::Relaxed);
@@ -461,7 +470,7 @@ impl LiveSlotMap {
                          shards refuse what it would misroute), retrying each second"
                     );
                 }
-                false
+                Err(cause)
             }
         }
     }
@@ -480,7 +489,7 @@ impl LiveSlotMap {
                     _ = self.reload.notified() => {}
                     _ = tokio::time::sleep(every) => {}
                 }
-                while !self.reload(&topology, &lookups).await {
+                while self.reload(&topology, &lookups).await.is_err() {
                     tokio::time::sleep(Duration::from_secs(1)).await;
                 }
             }

@@ -136,6 +136,22 @@ impl FromStr for SlotRanges {
     }
 }
 
+/// `0-99,200-299`, as `--slots` takes it and the `slots` column of a range move holds it.
+impl fmt::Display for SlotRanges {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&ranges_text(&self.0))
+    }
+}
+
+/// Ranges joined by commas, without spaces: the form [`SlotRanges`] parses.
+pub fn ranges_text(ranges: &[SlotRange]) -> String {
+    ranges
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
 /// Written as in config files: `"0-8191"`, `"9000"`.
 impl serde::Serialize for SlotRange {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {

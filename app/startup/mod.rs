@@ -349,7 +349,7 @@ impl Application {
 /// map (the shards refuse what it would misroute) and the reloader keeps trying.
 async fn load_slot_map(set: &ShardSet, lookups: &ControlLookups) {
     let topology = set.topology();
-    if !set.slot_map().reload(topology, lookups).await {
+    if set.slot_map().reload(topology, lookups).await.is_err() {
         return;
     }
     for drift in set.slot_map().snapshot().drift(topology) {

@@ -5,7 +5,7 @@
 use crate::moves::checksum::{self, TableSum};
 use crate::moves::context::StepContext;
 use crate::moves::error::{MoveError, on_shard};
-use crate::moves::record::{MoveRecord, MoveState, Set};
+use crate::moves::record::{self, MoveRecord, MoveState, Set};
 use crate::moves::scope::{Scope, Side};
 use crate::moves::tenant_guard::GuardState;
 use crate::moves::transfer;
@@ -91,7 +91,7 @@ async fn undo_repin(cx: &mut StepContext<'_>, m: &MoveRecord) -> Result<(), Move
         .clone()
         .and_then(|v| serde_json::from_value(v).ok());
     let unchanged = verified.as_deref() == Some(now.as_slice())
-        && (m.slots.is_none() || same_members(&tenants, &m.tenants));
+        && (m.slots.is_none() || record::same_tenants(&tenants, &m.tenants));
     if !unchanged {
         scope
             .unguard(&mut cx.pair.dest, m.id)
@@ -115,14 +115,6 @@ async fn undo_repin(cx: &mut StepContext<'_>, m: &MoveRecord) -> Result<(), Move
             m.to
         )))?;
     Ok(())
-}
-
-fn same_members(now: &[String], verified: &[String]) -> bool {
-    let mut a = now.to_vec();
-    let mut b = verified.to_vec();
-    a.sort();
-    b.sort();
-    a == b
 }
 
 /// Removes the move's copied rows from the destination.

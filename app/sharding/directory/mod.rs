@@ -112,9 +112,11 @@ impl DirectoryRouter {
     ) -> Result<Route, RouteError> {
         match key.as_text() {
             None => Ok(self.pins.decide(key, shards)),
-            Some(text) => self
-                .decide(key, self.fetch(text).await?, shards)
-                .to_result(|| self.pins.decide(key, shards)),
+            Some(text) => self.answer(
+                &self.decide(key, self.fetch(text).await?, shards),
+                key,
+                shards,
+            ),
         }
     }
 
@@ -159,6 +161,17 @@ impl DirectoryRouter {
             entries: self.cache.len(),
             listener_connected: self.listener_connected(),
         }
+    }
+
+    /// The route a (cached or fresh) directory answer gives `key`: its row's shard, or for a
+    /// key without a row, config pins and the live slot map as they are now.
+    fn answer(
+        &self,
+        decision: &Decision,
+        key: ShardKey<'_>,
+        shards: &ShardSet,
+    ) -> Result<Route, RouteError> {
+        decision.to_result(|| self.pins.decide(key, shards))
     }
 
     /// What a directory answer means for `key` here.
@@ -223,14 +236,14 @@ impl DirectoryRouter {
         match self.fetch(key).await {
             Ok(row) => {
                 let decision = self.decide(ShardKey::Str(key), row, shards);
-                let result = decision.to_result(|| self.pins.decide(ShardKey::Str(key), shards));
+                let result = self.answer(&decision, ShardKey::Str(key), shards);
                 self.cache.insert(key.into(), decision, fetched, epoch);
                 result
             }
             Err(unavailable) => match stale {
                 Some(decision) => {
                     self.counters.stale_hits.fetch_add(1, Ordering::Relaxed);
-                    decision.to_result(|| self.pins.decide(ShardKey::Str(key), shards))
+                    self.answer(&decision, ShardKey::Str(key), shards)
                 }
                 None => Err(unavailable),
             },
@@ -269,9 +282,7 @@ impl ShardRouter for DirectoryRouter {
         match self.cache.get(text, Instant::now()) {
             Cached::Fresh(decision) => {
                 self.counters.hits.fetch_add(1, Ordering::Relaxed);
-                Box::pin(std::future::ready(
-                    decision.to_result(|| self.pins.decide(key, shards)),
-                ))
+                Box::pin(std::future::ready(self.answer(&decision, key, shards)))
             }
             Cached::Expired(decision) => Box::pin(self.route_missed(text, Some(decision), shards)),
             Cached::Absent => Box::pin(self.route_missed(text, None, shards)),

@@ -12,6 +12,7 @@ use crate::sharding::pool::{PgConn, PgPool};
 use crate::sharding::router::{PinRouter, RouteVia};
 use crate::sharding::shard_set::ShardSet;
 use crate::sharding::slot::ShardKey;
+use crate::sharding::slot_range::SlotRanges;
 use crate::sharding::tenant_rows::{self, TenantTable};
 
 /// Where a tenant routes, by name, and which rule said so.
@@ -160,9 +161,8 @@ pub async fn range_move_covering(
         .into_iter()
         .find(|m| {
             m.slots
-                .split(',')
-                .filter_map(|r| r.parse::<crate::sharding::SlotRange>().ok())
-                .any(|r| r.contains(slot))
+                .parse::<SlotRanges>()
+                .is_ok_and(|ranges| ranges.as_slice().iter().any(|r| r.contains(slot)))
         })
         .map(|m| m.id))
 }
