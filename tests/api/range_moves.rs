@@ -72,6 +72,23 @@ async fn direct_insert_on_shard0(layout: &Layout, tenant: &str) -> Result<(), St
         .map_err(|e| e.as_db_error().map(|d| d.message().to_owned()).unwrap_or(e.to_string()))
 }
 
+/// `move_slot run --from shard0 --to shard1 --slots RANGES --confirm --grace 0s`, which must
+/// succeed; its last JSON line.
+fn move_range(tool: &Tool, ranges: &str) -> Value {
+    tool.ok(&[
+        "run",
+        "--from",
+        "shard0",
+        "--to",
+        "shard1",
+        "--slots",
+        ranges,
+        "--confirm",
+        "--grace",
+        "0s",
+    ])
+}
+
 /// `run --from shard0 --to shard1 --slots RANGES --confirm --grace 1s`, in a thread.
 async fn run_in_background(tool: &Tool, ranges: &str) -> std::process::Output {
     let config = tool.config.path().to_owned();
@@ -379,18 +396,7 @@ async fn a_replica_cut_off_from_control_cannot_store_a_new_tenant_of_a_moved_ran
     );
 
     relay.freeze();
-    tool.ok(&[
-        "run",
-        "--from",
-        "shard0",
-        "--to",
-        "shard1",
-        "--slots",
-        "0-1023",
-        "--confirm",
-        "--grace",
-        "0s",
-    ]);
+    move_range(&tool, "0-1023");
 
     let res = stale
         .post("/api/bookmarks")
@@ -474,18 +480,7 @@ async fn tenants_placed_on_the_source_stay_and_a_later_pin_gives_and_its_unpin_t
     assert_eq!(of(&pinned)["moves"], false, "{}", of(&pinned));
     assert_eq!(of(&moving)["moves"], true, "{}", of(&moving));
 
-    tool.ok(&[
-        "run",
-        "--from",
-        "shard0",
-        "--to",
-        "shard1",
-        "--slots",
-        "0-511",
-        "--confirm",
-        "--grace",
-        "0s",
-    ]);
+    move_range(&tool, "0-511");
     assert_eq!(
         count(&layout, "shard0", &pinned).await,
         50,
@@ -621,18 +616,7 @@ async fn bookmarks_slots_shows_the_live_map_and_compact_refuses_to_re_route_then
     let app = TestApp::spawn_with(layout.settings(), options).await;
     let tool = Tool::new(&layout);
     // A range with no tenant yet still moves: for the tenants to come.
-    tool.ok(&[
-        "run",
-        "--from",
-        "shard0",
-        "--to",
-        "shard1",
-        "--slots",
-        "100-199",
-        "--confirm",
-        "--grace",
-        "0s",
-    ]);
+    move_range(&tool, "100-199");
     // The admin page's slot map shows the difference and the edit, once it has heard.
     let shown = eventually(Duration::from_secs(10), || async {
         let page = app.get("/admin").bearer_auth(ADMIN).send().await.unwrap();
@@ -761,18 +745,7 @@ async fn a_range_of_ten_thousand_tenants_moves_with_one_guard_lock_within_the_de
     .await;
     assert_eq!(locks[0][0].as_deref(), Some("64"), "the default lock table");
 
-    let done = tool.ok(&[
-        "run",
-        "--from",
-        "shard0",
-        "--to",
-        "shard1",
-        "--slots",
-        "4096-8191",
-        "--confirm",
-        "--grace",
-        "0s",
-    ]);
+    let done = move_range(&tool, "4096-8191");
     assert_eq!(done["state"], "done", "{done}");
     assert_eq!(done["rows_verified"], 10_000);
     assert_eq!(rows_in_range(&layout, "shard1", 4096, 8191).await, 10_000);
