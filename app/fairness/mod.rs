@@ -184,14 +184,16 @@ impl Around for Admission {
         Box::pin(async move {
             let answer = answer.await;
             drop(permit);
-            fairness.0.busiest.record(
-                &tenant,
-                Outcome {
-                    shard: facts.shard(),
-                    latency: started.elapsed(),
-                    rejected: false,
-                },
-            );
+            facts.with_shard(|shard| {
+                fairness.0.busiest.record(
+                    &tenant,
+                    Outcome {
+                        shard,
+                        latency: started.elapsed(),
+                        rejected: false,
+                    },
+                )
+            });
             answer
         })
     }

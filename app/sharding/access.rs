@@ -11,6 +11,7 @@ use futures::StreamExt;
 
 use super::breaker::{Breaker, Role};
 use super::deadline::{CutOff, DeadlineConn};
+use super::move_wait::MoveWaits;
 use super::pool::{CheckoutError, PgConn};
 use super::replicas::ReplicaStates;
 use super::router::{Route, RouteError, ShardRouter};
@@ -196,6 +197,7 @@ struct Reach {
     set: Arc<ShardSet>,
     router: Arc<dyn ShardRouter>,
     replicas: Arc<ReplicaStates>,
+    waits: MoveWaits,
 }
 
 impl Shards {
@@ -204,11 +206,18 @@ impl Shards {
         router: Arc<dyn ShardRouter>,
         replicas: Arc<ReplicaStates>,
     ) -> Self {
+        let waits = MoveWaits::new(set.topology().move_wait);
         Self(Arc::new(Reach {
             set,
             router,
             replicas,
+            waits,
         }))
+    }
+
+    /// How this process's writes wait out moves' fences.
+    pub fn move_waits(&self) -> &MoveWaits {
+        &self.0.waits
     }
 
     pub fn set(&self) -> &ShardSet {

@@ -7,6 +7,7 @@
 //! - [`pool`]: a connection pool per database server, every wait bounded;
 //! - [`breaker`] and [`deadline`]: a circuit breaker per server, and the statement deadline
 //!   that tells a silent server from a slow one;
+//! - [`move_wait`]: how a write refused by a move's fence waits for it to lift;
 //! - [`slot_map`]: the live slot map, `autumn.toml`'s slots with the control database's
 //!   overrides (range moves) on top;
 //! - [`shard_set`]: the configured shards ([`Shard`]: one shard's pools and breakers;
@@ -41,6 +42,7 @@ pub mod deadline;
 pub mod directory;
 pub mod health;
 pub mod listener;
+pub mod move_wait;
 pub mod pool;
 pub mod replicas;
 pub mod router;

@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use super::breaker::{Breaker, Role};
 use super::db_url::DbUrl;
+use super::move_wait::RouteChanges;
 use super::pool::{PgPool, PoolBuildError, build_pool};
 use super::slot::Slot;
 use super::slot_map::{LiveSlotMap, Owner};
@@ -102,6 +103,8 @@ pub struct ShardSet {
     shards: Vec<Shard>,
     /// `autumn.toml`'s slots with the control database's overrides on top.
     slot_map: Arc<LiveSlotMap>,
+    /// Rung when routing may have changed (slot map installs, directory evictions).
+    route_changes: Arc<RouteChanges>,
 }
 
 impl ShardSet {
@@ -146,11 +149,13 @@ impl ShardSet {
                 })
             })
             .collect::<Result<Vec<_>, PoolBuildError>>()?;
-        let slot_map = Arc::new(LiveSlotMap::new(&topology));
+        let route_changes = Arc::new(RouteChanges::default());
+        let slot_map = Arc::new(LiveSlotMap::new(&topology, route_changes.clone()));
         Ok(Self {
             topology,
             shards,
             slot_map,
+            route_changes,
         })
     }
 
@@ -172,6 +177,11 @@ impl ShardSet {
     /// The live slot map, to reload or to show.
     pub fn slot_map(&self) -> &Arc<LiveSlotMap> {
         &self.slot_map
+    }
+
+    /// What writes waiting out a move listen to (see [`super::move_wait`]).
+    pub fn route_changes(&self) -> &Arc<RouteChanges> {
+        &self.route_changes
     }
 
     pub fn by_name(&self, name: &str) -> Option<&Shard> {

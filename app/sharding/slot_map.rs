@@ -24,6 +24,7 @@ use tokio::sync::Notify;
 
 use super::control::ControlLookups;
 use super::listener::Invalidated;
+use super::move_wait::RouteChanges;
 use super::slot::SLOT_COUNT;
 use super::slot_range::{SlotRange, compact};
 use super::topology::Topology;
@@ -388,11 +389,14 @@ pub struct LiveSlotMap {
     listener_connected: AtomicBool,
     /// Whether the last reload failed, so a failing streak is logged once.
     failing: AtomicBool,
+    /// Rung after an install that changed an owner.
+    changes: Arc<RouteChanges>,
 }
 
 impl LiveSlotMap {
-    pub fn new(topology: &Topology) -> Self {
+    pub fn new(topology: &Topology, changes: Arc<RouteChanges>) -> Self {
         Self {
+            changes,
             current: ArcSwap::from_pointee(SlotOwners::baseline(topology)),
             reload: Notify::new(),
             reloads: AtomicU64::new(0),
@@ -423,11 +427,16 @@ impl LiveSlotMap {
                 .map(|o| (o.range, o.shard.clone()))
                 .collect()
         };
-        if owners(&next) != owners(&self.current.load()) {
+        let changed = owners(&next) != owners(&self.current.load());
+        if changed {
             tracing::info!(overrides = ?next.overrides().iter().map(|o| format!("{}→{}", o.range, o.shard)).collect::<Vec<_>>(), "slot map changed");
         }
         self.current.store(Arc::new(next));
         self.reloads.fetch_add(1, Ordering::Relaxed);
+        if changed {
+            // After the store: a woken write routes by the new map.
+            self.changes.announce();
+        }
     }
 
     /// Reads the overrides on `conn` and installs them (tools that route once).

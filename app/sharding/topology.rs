@@ -26,6 +26,10 @@ const DEFAULT_QUERY_TIMEOUT_MS: u64 = 2_000;
 /// statement: the server's own backstop for a statement the app let go of.
 const DEFAULT_STATEMENT_TIMEOUT_MS: u64 = 11_000;
 pub const DEFAULT_DIRECTORY_CACHE_TTL_MS: u64 = 30_000;
+pub const DEFAULT_MOVE_WAIT_MS: u64 = 2_000;
+pub const DEFAULT_MOVE_WAIT_MAX: usize = 1_000;
+/// A wait longer than this would outlast the request timeout's default (10 s) by far.
+const MAX_MOVE_WAIT_MS: u64 = 60_000;
 
 /// `[database]` as written in the file, before validation.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -90,6 +94,10 @@ pub struct RawSharding {
     pub directory_router: bool,
     /// How long a directory lookup (a row or the absence of one) is cached per process.
     pub directory_cache_ttl_ms: Option<u64>,
+    /// How long a write refused by a move's fence may wait for it to lift (0: not at all).
+    pub move_wait_ms: Option<u64>,
+    /// How many requests may wait out a move's fence at once in one process.
+    pub move_wait_max: Option<usize>,
 }
 
 /// What a shard's replica reads do when the replica is not ready.
@@ -171,6 +179,17 @@ pub struct Topology {
     pub directory_cache_ttl: Duration,
     /// Whether the slot map was auto-split (no shard declared `slots`).
     pub auto_assigned: bool,
+    /// How writes refused by a move's fence wait for it to lift.
+    pub move_wait: MoveWaitPolicy,
+}
+
+/// `[sharding] move_wait_ms` and `move_wait_max`: a write refused because its tenant is
+/// fenced waits at most `budget` for the fence to lift, and at most `max` requests of a
+/// process wait at once; past either, the client gets the refusal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MoveWaitPolicy {
+    pub budget: Duration,
+    pub max: usize,
 }
 
 impl Topology {
@@ -326,6 +345,15 @@ impl Topology {
             }
         }
 
+        let move_wait_ms = sharding.move_wait_ms.unwrap_or(DEFAULT_MOVE_WAIT_MS);
+        if move_wait_ms > MAX_MOVE_WAIT_MS {
+            problems.push(format!(
+                "[sharding] move_wait_ms = {move_wait_ms} is too long (at most {MAX_MOVE_WAIT_MS}): \
+                 a move's fence lasts well under a second, and a longer wait would outlast \
+                 the request timeout"
+            ));
+        }
+
         if sharding.directory_router && control_pool_size < 2 {
             // Routing a request takes a control connection; a handler already holding the
             // only one would wait for itself forever.
@@ -363,6 +391,10 @@ impl Topology {
                     .unwrap_or(DEFAULT_DIRECTORY_CACHE_TTL_MS),
             ),
             auto_assigned: db.shards.iter().all(|s| s.slots.is_none()),
+            move_wait: MoveWaitPolicy {
+                budget: Duration::from_millis(move_wait_ms),
+                max: sharding.move_wait_max.unwrap_or(DEFAULT_MOVE_WAIT_MAX),
+            },
         })
     }
 

@@ -62,11 +62,14 @@ impl Around for AccessLog {
             let latency = started.elapsed();
             let status = response.status();
             let cause = response.extensions_mut().remove::<Cause>();
+            let waited = facts.waited();
             let (level, what) = match &cause {
                 // The more severe of the cause's level and the status's.
                 Some(c) if status.is_server_error() => (c.level.min(Level::WARN), c.what),
                 Some(c) => (c.level, c.what),
                 None if status.is_server_error() => (Level::WARN, "failed"),
+                // Clients saw a delay instead of an error: say so, and for how long.
+                None if waited.is_some() => (Level::INFO, "waited out a tenant move"),
                 None if latency >= SLOW => (Level::INFO, "slow"),
                 None => (Level::DEBUG, "answered"),
             };
@@ -83,7 +86,8 @@ impl Around for AccessLog {
                         status = status.as_u16(),
                         latency_us = u64::try_from(latency.as_micros()).unwrap_or(u64::MAX),
                         tenant = facts.tenant().map(tracing::field::display),
-                        shard = facts.shard().map(tracing::field::display),
+                        shard = facts.with_shard(|s| s.map(str::to_owned)).map(tracing::field::display),
+                        move_wait_ms = waited.map(|w| u64::try_from(w.as_millis()).unwrap_or(u64::MAX)),
                         error = cause.as_ref().map(|c| tracing::field::display(&c.detail)),
                         "{what}",
                     )

@@ -7,7 +7,8 @@
 //! metrics and the access log.
 
 use std::marker::PhantomData;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
 
 use axum::extract::{Form, FromRef, FromRequest, FromRequestParts, Json, Path, Query};
 use axum::http::Extensions;
@@ -33,7 +34,10 @@ pub struct RequestFacts(Arc<Facts>);
 #[derive(Default)]
 struct Facts {
     tenant: OnceLock<TenantId>,
-    shard: OnceLock<ShardName>,
+    /// Changes when a write waiting out a move is sent to the tenant's new shard.
+    shard: Mutex<Option<ShardName>>,
+    /// How long the request's write waited for a move's fence to lift.
+    waited: OnceLock<Duration>,
 }
 
 impl RequestFacts {
@@ -52,14 +56,19 @@ impl RequestFacts {
         self.0.tenant.get()
     }
 
-    pub fn shard(&self) -> Option<&str> {
-        self.0.shard.get().map(ShardName::as_str)
+    /// Runs `f` with the shard that served the request, if one did.
+    pub fn with_shard<R>(&self, f: impl FnOnce(Option<&str>) -> R) -> R {
+        let shard = self.0.shard.lock().unwrap_or_else(|p| p.into_inner());
+        f(shard.as_ref().map(ShardName::as_str))
     }
-}
 
-fn record_shard(parts: &Parts, name: &ShardName) {
-    if let Some(facts) = parts.extensions.get::<RequestFacts>() {
-        let _ = facts.0.shard.set(name.clone());
+    fn set_shard(&self, name: &ShardName) {
+        *self.0.shard.lock().unwrap_or_else(|p| p.into_inner()) = Some(name.clone());
+    }
+
+    /// How long the request waited out a move, if it did.
+    pub fn waited(&self) -> Option<Duration> {
+        self.0.waited.get().copied()
     }
 }
 
@@ -106,6 +115,8 @@ pub struct ShardedConnection<M> {
     /// To check out, and to forget the tenant's route when its shard says it has moved.
     shards: Shards,
     tenant: TenantId,
+    /// Where the serving shard and a move wait are recorded (absent outside a request).
+    facts: Option<RequestFacts>,
     mode: PhantomData<M>,
 }
 
@@ -191,11 +202,68 @@ impl<M: ConnectionMode> ShardedConnection<M> {
     /// Runs statements that may change data, within the shard's query deadline. If the
     /// shard goes silent after a statement was sent, the answer says the outcome is unknown
     /// rather than guessing.
+    ///
+    /// `work` is one statement or one transaction: a move's guard refuses it before it
+    /// commits, so it may be sent again. A write refused because its tenant is fenced
+    /// waits for the fence to lift (bounded by `[sharding] move_wait_ms`) and goes where
+    /// the tenant routes by then; one refused as departed goes once, at once, to the shard
+    /// the refusal names (see [`crate::sharding::move_wait`]).
     pub async fn write<T, E: QueryFailure>(
         &mut self,
-        work: impl AsyncFnOnce(&mut AsyncPgConnection) -> Result<T, E>,
+        work: impl AsyncFnOnce(&mut AsyncPgConnection) -> Result<T, E> + Clone,
     ) -> Result<T, ApiError> {
-        self.run(Intent::Write, work).await
+        let shards = self.shards.clone();
+        let changes = shards.set().route_changes().clone();
+        let mut wait = shards.move_waits().begin();
+        let outcome = loop {
+            // Enabled before the write is sent: a re-pin announced while it is refused
+            // still wakes the wait below.
+            let mut change = std::pin::pin!(changes.next());
+            change.as_mut().enable();
+            let refusal = match self.run(Intent::Write, work.clone()).await {
+                Err(ApiError::Shard(refusal @ ShardError::TenantMoving { .. })) => refusal,
+                Err(ApiError::Shard(ShardError::TenantMoved { shard, to }))
+                    if wait.departed().is_ok() =>
+                {
+                    match shards.set().by_name(&to) {
+                        Some(next) => {
+                            self.switch_to(next.id());
+                            continue;
+                        }
+                        None => break Err(ApiError::Shard(ShardError::TenantMoved { shard, to })),
+                    }
+                }
+                outcome => break outcome,
+            };
+            // Waiting holds no connection: the pool serves the shard's other tenants.
+            self.inner = None;
+            if wait.fenced(change).await.is_err() {
+                break Err(ApiError::Shard(refusal));
+            }
+            match shards.route(self.tenant.as_str()).await {
+                Ok(route) => self.switch_to(route.shard),
+                Err(e) => break Err(ApiError::Shard(e)),
+            }
+        };
+        if let Some(facts) = &self.facts
+            && !wait.waited().is_zero()
+        {
+            let _ = facts.0.waited.set(wait.waited());
+        }
+        outcome
+    }
+
+    /// Sends the next statement to `shard` (a move changed the tenant's shard).
+    fn switch_to(&mut self, shard: ShardId) {
+        if shard == self.shard {
+            return;
+        }
+        self.inner = None;
+        self.shard = shard;
+        self.name = self.shards.set().get(shard).spec().name.clone();
+        if let Some(facts) = &self.facts {
+            facts.set_shard(&self.name);
+        }
     }
 
     /// Runs `work` as one transaction on this shard (there are no cross-shard
@@ -203,7 +271,7 @@ impl<M: ConnectionMode> ShardedConnection<M> {
     /// the query deadline.
     pub async fn tx<T, E, F>(&mut self, work: F) -> Result<T, ApiError>
     where
-        F: for<'c> FnOnce(&'c mut AsyncPgConnection) -> BoxFuture<'c, Result<T, E>> + Send,
+        F: for<'c> FnOnce(&'c mut AsyncPgConnection) -> BoxFuture<'c, Result<T, E>> + Send + Clone,
         T: Send,
         E: QueryFailure + From<diesel::result::Error> + Send,
     {
@@ -248,13 +316,17 @@ where
         let shards = Shards::from_ref(state);
         let route = shards.route(tenant.as_str()).await?;
         let name = shards.set().get(route.shard).spec().name.clone();
-        record_shard(parts, &name);
+        let facts = parts.extensions.get::<RequestFacts>().cloned();
+        if let Some(facts) = &facts {
+            facts.set_shard(&name);
+        }
         Ok(Self {
             inner: None,
             shard: route.shard,
             name,
             shards,
             tenant,
+            facts,
             mode: PhantomData,
         })
     }

@@ -48,6 +48,11 @@ pub fn recorder() -> PrometheusHandle {
                     LATENCY_BUCKETS,
                 )
                 .expect("buckets are non-empty")
+                .set_buckets_for_metric(
+                    Matcher::Full("move_wait_seconds".to_owned()),
+                    LATENCY_BUCKETS,
+                )
+                .expect("buckets are non-empty")
                 .build_recorder();
             let handle = recorder.handle();
             // Another recorder may already be installed by an embedding program; then we
@@ -91,14 +96,15 @@ impl Around for Track {
         Box::pin(async move {
             let Ok(mut response) = answer.await;
             let route = route.as_ref().map_or("unmatched", MatchedPath::as_str);
-            let shard = facts.shard().unwrap_or("none");
             let status = response.status().as_u16();
-            RequestMetrics::with(route, status, shard, |m| {
-                if let Some(value) = &m.shard_header {
-                    response.headers_mut().insert(X_SHARD, value.clone());
-                }
-                m.requests.increment(1);
-                m.duration.record(started.elapsed().as_secs_f64());
+            facts.with_shard(|shard| {
+                RequestMetrics::with(route, status, shard.unwrap_or("none"), |m| {
+                    if let Some(value) = &m.shard_header {
+                        response.headers_mut().insert(X_SHARD, value.clone());
+                    }
+                    m.requests.increment(1);
+                    m.duration.record(started.elapsed().as_secs_f64());
+                })
             });
             Ok(response)
         })
@@ -346,6 +352,18 @@ impl ShardMetrics {
         metrics::gauge!("directory_listener_connected")
             .set(f64::from(u8::from(s.listener_connected)));
     }
+
+    /// Writes that waited out a move's fence (their wait times are the `move_wait_seconds`
+    /// histogram), were sent on to a tenant's new shard, or gave up.
+    fn record_move_waits(&self) {
+        let s = self.shards.move_waits().stats();
+        metrics::counter!("move_waits_total").absolute(s.waited);
+        metrics::counter!("move_reroutes_total").absolute(s.rerouted);
+        metrics::counter!("move_wait_overflows_total", "reason" => "budget")
+            .absolute(s.over_budget);
+        metrics::counter!("move_wait_overflows_total", "reason" => "cap").absolute(s.over_cap);
+        metrics::gauge!("move_waiting").set(s.waiting as f64);
+    }
 }
 
 impl MetricSource for ShardMetrics {
@@ -353,6 +371,7 @@ impl MetricSource for ShardMetrics {
         self.record_pool_gauges();
         self.record_breakers();
         self.record_directory();
+        self.record_move_waits();
     }
 
     fn actuator(&self, out: &mut Map<String, Value>) {
@@ -382,6 +401,10 @@ impl MetricSource for ShardMetrics {
         out.insert(
             "total_max_connections".to_owned(),
             json!(self.shards.set().total_max_connections()),
+        );
+        out.insert(
+            "move_waits".to_owned(),
+            json!(self.shards.move_waits().stats()),
         );
     }
 }

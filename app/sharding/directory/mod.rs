@@ -29,6 +29,7 @@ use super::answer_cache::{AnswerCache, Cached};
 use super::breaker::Breaker;
 use super::control::ControlLookups;
 use super::listener::Invalidated;
+use super::move_wait::RouteChanges;
 use super::pool::PgPool;
 use super::router::{PinRouter, Route, RouteError, RouteVia, ShardRouter};
 use super::shard_set::ShardSet;
@@ -72,6 +73,8 @@ pub struct DirectoryRouter {
     listener_connected: AtomicBool,
     /// Whether the last directory lookup failed, so failures are logged once, not per request.
     lookups_failing: AtomicBool,
+    /// Rung after an eviction, so writes waiting out a move route again.
+    changes: Arc<RouteChanges>,
 }
 
 impl DirectoryRouter {
@@ -91,6 +94,7 @@ impl DirectoryRouter {
             counters: Counters::default(),
             listener_connected: AtomicBool::new(false),
             lookups_failing: AtomicBool::new(false),
+            changes: shards.route_changes().clone(),
         }
     }
 
@@ -133,6 +137,7 @@ impl DirectoryRouter {
         if self.cache.evict(key) {
             self.counters.evictions.fetch_add(1, Ordering::Relaxed);
         }
+        self.changes.announce();
     }
 
     /// Forgets every key (changes may have been missed).
@@ -140,6 +145,7 @@ impl DirectoryRouter {
         let n = self.cache.flush();
         self.counters.flushes.fetch_add(1, Ordering::Relaxed);
         tracing::debug!(entries = n, "directory cache flushed");
+        self.changes.announce();
     }
 
     pub fn set_listener_connected(&self, connected: bool) {
