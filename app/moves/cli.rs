@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
+use super::context::FenceOptions;
 use super::error::MoveError;
 use super::mover::Mover;
 use super::plan::TenantSelection;
@@ -41,8 +42,14 @@ pub enum Command {
     Plan(Target),
     /// Step 1: capture the tenants' writes, bulk-copy their rows, catch up. They stay writable.
     Copy(Target),
-    /// Step 2: fence the source (writes refused), copy the last changes, compare both shards.
-    Verify(Target),
+    /// Step 2: compare both shards, fence the source (writes refused), copy the last
+    /// changes, compare what changed.
+    Verify {
+        #[command(flatten)]
+        target: Target,
+        #[command(flatten)]
+        fence: Fence,
+    },
     /// Step 3: route the tenants to the destination; the source answers stale writers "departed".
     Repin(Target),
     /// Step 4: delete the tenants' rows from the source.
@@ -64,6 +71,8 @@ pub enum Command {
         confirm: bool,
         #[command(flatten)]
         grace: Grace,
+        #[command(flatten)]
+        fence: Fence,
     },
     /// One JSON line per move (or just move ID).
     Status { id: Option<i64> },
@@ -75,6 +84,8 @@ pub enum Command {
         confirm: bool,
         #[command(flatten)]
         grace: Grace,
+        #[command(flatten)]
+        fence: Fence,
     },
     /// Undo a move: routing as before, the source writable, the copied rows removed.
     Abort { id: i64 },
@@ -117,6 +128,35 @@ pub struct Grace {
     /// cache has expired (default: the configured directory_cache_ttl_ms), e.g. `5s`.
     #[arg(long, value_parser = humantime::parse_duration)]
     pub grace: Option<Duration>,
+}
+
+#[derive(Debug, Args)]
+pub struct Fence {
+    /// The longest the source may refuse the tenants' writes, e.g. `2s`: past it the move
+    /// lifts the fence, stays on the source and says why (`resume` tries again).
+    #[arg(long, value_parser = positive_duration, default_value = "10s")]
+    pub max_fence: Duration,
+    /// Compare every row inside the fence (one checksum per table on both shards), not only
+    /// the rows changed since the comparison made ahead of it.
+    #[arg(long)]
+    pub full: bool,
+}
+
+fn positive_duration(raw: &str) -> Result<Duration, String> {
+    match humantime::parse_duration(raw) {
+        Ok(d) if d.is_zero() => Err("must be longer than 0 (a fence cannot last no time)".into()),
+        Ok(d) => Ok(d),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+impl Fence {
+    fn options(&self) -> FenceOptions {
+        FenceOptions {
+            max: self.max_fence,
+            full: self.full,
+        }
+    }
 }
 
 impl Target {
@@ -287,7 +327,10 @@ async fn run(settings: &Settings, command: Command) -> Result<(), MoveError> {
             let result = mover.step(&mut m, Step::Copy, default_grace).await;
             finish(&mover, &m, result).await
         }
-        Command::Verify(target) => step(&mut mover, &target, Step::Verify, default_grace).await,
+        Command::Verify { target, fence } => {
+            mover.set_fence(fence.options());
+            step(&mut mover, &target, Step::Verify, default_grace).await
+        }
         Command::Repin(target) => step(&mut mover, &target, Step::Repin, default_grace).await,
         Command::Delete { target, grace, .. } => {
             let grace = grace.grace.unwrap_or(default_grace);
@@ -297,7 +340,9 @@ async fn run(settings: &Settings, command: Command) -> Result<(), MoveError> {
             target,
             confirm,
             grace,
+            fence,
         } => {
+            mover.set_fence(fence.options());
             let selection = target.selection()?;
             let mut m = mover
                 .start(&target.from, &target.to, &selection, confirm)
@@ -316,7 +361,13 @@ async fn run(settings: &Settings, command: Command) -> Result<(), MoveError> {
             records.iter().for_each(print);
             Ok(())
         }
-        Command::Resume { id, confirm, grace } => {
+        Command::Resume {
+            id,
+            confirm,
+            grace,
+            fence,
+        } => {
+            mover.set_fence(fence.options());
             let mut m = mover.load(id).await?;
             mover.claim(&m).await?;
             let confirm = confirm || m.confirm;

@@ -2,17 +2,20 @@
 //! directory), the two shards' sessions, the tenant tables and the operator's progress
 //! lines; and the reads that the planner and several steps share.
 
+use std::time::{Duration, Instant};
+
 use tokio_postgres::Client;
 
+use super::conn;
 use super::error::{DbError, MoveError, on_control};
 use super::progress::MoveProgress;
 use super::record::{self, MoveRecord, MoveState, Set};
-use super::transfer::{self, TableInfo};
+use super::transfer::{self, Keys, TableInfo};
 use crate::sharding::directory::table;
 use crate::sharding::pool::{PgConn, PgPool};
 use crate::sharding::slot_map::{self, SlotOwners};
 use crate::sharding::tenant_rows::{self, TenantTable};
-use crate::sharding::{ShardSet, Topology};
+use crate::sharding::{DbUrl, ShardSet, Topology};
 
 /// Sessions to a move's source and destination, and its tables as the source has them.
 /// Kept between steps, so that the fence window is not spent connecting.
@@ -22,15 +25,20 @@ pub struct Pair {
     pub source: Client,
     pub dest: Client,
     pub tables: Vec<TableInfo>,
+    pub source_url: DbUrl,
+    pub connect_timeout: Duration,
+    /// When this process fenced the move's source, for `--max-fence`.
+    pub fenced_since: Option<Instant>,
 }
 
 impl Pair {
     /// One catch-up round: copies up to `limit` of the changes the source logged for move
-    /// `move_id`; returns how many it applied.
+    /// `move_id`; returns how many it applied, and adds the rows they named to `applied`.
     pub async fn catch_up(
         &mut self,
         move_id: i64,
         limit: i64,
+        applied: Option<&mut Keys>,
     ) -> Result<u64, tokio_postgres::Error> {
         transfer::catch_up(
             &mut self.source,
@@ -38,8 +46,20 @@ impl Pair {
             move_id,
             &self.tables,
             limit,
+            applied,
         )
         .await
+    }
+
+    /// Another session on the source, for a snapshot held while this pair copies on.
+    pub async fn another_source_session(&self) -> Result<Client, MoveError> {
+        conn::connect(
+            &self.source_url,
+            &format!("shard {}", self.from),
+            self.connect_timeout,
+        )
+        .await
+        .map_err(MoveError::Connect)
     }
 
     /// Whether these sessions serve `m` and are still open.
@@ -49,11 +69,30 @@ impl Pair {
 }
 
 pub struct StepContext<'a> {
+    pub fence: FenceOptions,
     pub control: &'a PgPool,
     pub shards: &'a ShardSet,
     pub tables: &'static [TenantTable],
     pub progress: &'a MoveProgress,
     pub pair: &'a mut Pair,
+}
+
+/// How the verify step treats the fence: its longest allowed length, and whether to
+/// checksum every row inside it (`verify --full`) rather than only the rows changed since
+/// the verification ahead of it.
+#[derive(Clone, Copy, Debug)]
+pub struct FenceOptions {
+    pub max: Duration,
+    pub full: bool,
+}
+
+impl Default for FenceOptions {
+    fn default() -> Self {
+        Self {
+            max: Duration::from_secs(10),
+            full: false,
+        }
+    }
 }
 
 impl StepContext<'_> {

@@ -90,6 +90,18 @@ pub enum MoveError {
          was deleted from it): {differences}"
     )]
     VerificationFailed { differences: String },
+    #[error(
+        "move {move_id}: the fence would have lasted longer than --max-fence {max_ms} ms \
+         ({took_ms} ms when {during}), so it was lifted: the source keeps the tenants and \
+         takes their writes again, still capturing them; `move_slot resume {move_id}` tries \
+         the fence again"
+    )]
+    FenceTooLong {
+        move_id: i64,
+        max_ms: u128,
+        took_ms: u128,
+        during: &'static str,
+    },
     #[error("{0}")]
     Setup(String),
 }
@@ -123,6 +135,7 @@ impl MoveError {
             MoveError::Db { .. }
                 | MoveError::Connect(_)
                 | MoveError::VerificationFailed { .. }
+                | MoveError::FenceTooLong { .. }
                 | MoveError::Setup(_)
         )
     }

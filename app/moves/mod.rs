@@ -10,14 +10,18 @@
 //!   advisory lock the trigger takes shared), so a write either lands before a change, and
 //!   is seen by the next copy, or after it, and obeys it.
 //! - Copy: capture on, then a bulk `COPY` from one snapshot, then catch-up rounds that
-//!   re-copy logged keys ([`transfer`]). Verify: fence, drain the log, compare per-table row
-//!   counts and checksums ([`checksum`]). Re-pin: the directory says "destination", the
+//!   re-copy logged keys ([`transfer`]). Verify: compare per-table row counts and checksums
+//!   of a source snapshot with the destination while writes go on (rows with uncopied
+//!   changes left out), fence, drain the log, then compare only the rows changed since the
+//!   snapshot ([`checksum`]), so the fence does not grow with the tenant. Re-pin: the
+//!   directory says "destination", the
 //!   source says "departed". Delete: only after every process's directory cache has had
 //!   time to expire. One file per step under `steps/`; [`record`] says which step may run
 //!   in which state.
 //!
 //! A routing cache therefore only decides where a write is *tried*: the source refuses it
-//! from the fence on, whoever sent it.
+//! from the fence on, whoever sent it. Web replicas hide the refusals from clients: a
+//! refused write waits for the fence to lift and is sent again (`sharding::move_wait`).
 //!
 //! Range moves (`--slots`) run the same steps over slot ranges instead of named tenants
 //! ([`scope`]): the source's slot guard ([`slot_guard`]) captures, fences and finally
@@ -42,6 +46,7 @@ mod steps;
 pub mod tenant_guard;
 pub mod transfer;
 
+pub use context::FenceOptions;
 pub use error::MoveError;
 pub use mover::Mover;
 pub use record::{MoveRecord, MoveState, Step};

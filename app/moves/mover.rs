@@ -10,7 +10,7 @@ use std::time::Duration;
 use tokio_postgres::Client;
 
 use super::conn;
-use super::context::{self, Pair, StepContext, directory_row, live_owners, rows_on};
+use super::context::{self, FenceOptions, Pair, StepContext, directory_row, live_owners, rows_on};
 use super::error::{MoveError, on_control, on_shard};
 use super::plan::{self, TenantPlan, TenantSelection};
 use super::progress::MoveProgress;
@@ -40,6 +40,7 @@ pub struct Mover {
     progress: MoveProgress,
     /// The current move's shard sessions, kept between steps.
     pair: Option<Pair>,
+    fence: FenceOptions,
 }
 
 impl Mover {
@@ -74,11 +75,17 @@ impl Mover {
             claim: None,
             progress: MoveProgress::new("move_slot".to_owned()),
             pair: None,
+            fence: FenceOptions::default(),
         })
     }
 
     pub fn topology(&self) -> &Topology {
         &self.topology
+    }
+
+    /// How the verify step treats the fence from now on.
+    pub fn set_fence(&mut self, fence: FenceOptions) {
+        self.fence = fence;
     }
 
     fn shard_url(&self, name: &str) -> Result<&DbUrl, MoveError> {
@@ -455,6 +462,9 @@ impl Mover {
             source,
             dest,
             tables,
+            source_url: self.shard_url(&m.from)?.clone(),
+            connect_timeout: self.topology.connect_timeout,
+            fenced_since: None,
         })
     }
 
@@ -466,6 +476,7 @@ impl Mover {
     ) -> Result<(), MoveError> {
         let mut pair = self.take_pair(m).await?;
         let mut cx = StepContext {
+            fence: self.fence,
             control: &self.control,
             shards: &self.shards,
             tables: self.tables,

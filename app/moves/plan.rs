@@ -137,6 +137,30 @@ pub async fn tenants_where(
     Ok(tenants.into_iter().collect())
 }
 
+/// Those of `candidates` with at least one row on the connected shard: one index probe
+/// per candidate and table, whatever their sizes.
+pub async fn tenants_with_rows(
+    shard: &Client,
+    tables: &[TenantTable],
+    candidates: &[String],
+) -> Result<Vec<String>, tokio_postgres::Error> {
+    let mut found = std::collections::BTreeSet::new();
+    for table in tables {
+        let (t, c) = (ident(table.name), ident(table.tenant_column));
+        let rows = shard
+            .query(
+                &format!(
+                    "SELECT k FROM unnest($1::text[]) AS k \
+                     WHERE EXISTS (SELECT 1 FROM {t} WHERE {c} = k)"
+                ),
+                &[&candidates],
+            )
+            .await?;
+        found.extend(rows.iter().map(|r| r.get::<_, String>(0)));
+    }
+    Ok(found.into_iter().collect())
+}
+
 /// Each tenant's rows per table on the connected shard, in `tenants`' order: one grouped
 /// count per table, whatever the number of tenants.
 pub async fn rows_by_tenant(

@@ -611,6 +611,8 @@ pub enum Set<'a> {
     /// The tenants a range move found.
     Tenants(&'a [String]),
     Now(&'static str),
+    /// Empties a timestamp column.
+    Null(&'static str),
     Json(&'static str, &'a Value),
     Error(Option<&'a str>),
     /// `fence_ms`: how long the tenants' writes have been refused, from the fence to now.
@@ -639,6 +641,10 @@ pub async fn advance(
                 sets.push(format!("{column} = now()"));
                 continue;
             }
+            Set::Null(column) => {
+                sets.push(format!("{column} = NULL"));
+                continue;
+            }
             Set::FenceWindow => {
                 sets.push(
                     "fence_ms = (extract(epoch FROM now() - fenced_at) * 1000)::bigint".to_owned(),
@@ -665,7 +671,7 @@ pub async fn advance(
             Set::Tenants(t) => query.bind::<Array<Text>, _>(t.to_vec()),
             Set::Json(_, value) => query.bind::<Text, _>(value.to_string()),
             Set::Error(e) => query.bind::<Nullable<Text>, _>(e.map(str::to_owned)),
-            Set::Now(_) | Set::FenceWindow => query,
+            Set::Now(_) | Set::Null(_) | Set::FenceWindow => query,
         };
     }
     let row: MoveRow = query.get_result(control).await?;

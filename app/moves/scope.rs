@@ -90,15 +90,26 @@ impl Scope {
         cx: &StepContext<'_>,
         side: Side,
     ) -> Result<Vec<String>, MoveError> {
+        let (shard, name) = match side {
+            Side::Source => (&cx.pair.source, &cx.pair.from),
+            Side::Dest => (&cx.pair.dest, &cx.pair.to),
+        };
+        self.members_on(cx, shard, name).await
+    }
+
+    /// [`Scope::members`] as `shard` (one of the move's two, called `name`) sees them:
+    /// a session may hold an older snapshot.
+    pub async fn members_on(
+        &self,
+        cx: &StepContext<'_>,
+        shard: &Client,
+        name: &str,
+    ) -> Result<Vec<String>, MoveError> {
         let ranges = match self {
             Scope::Tenants(tenants) => return Ok(tenants.clone()),
             Scope::Ranges(ranges) => ranges,
         };
         let placed = placed_in(cx, ranges).await?;
-        let (shard, name) = match side {
-            Side::Source => (&cx.pair.source, &cx.pair.from),
-            Side::Dest => (&cx.pair.dest, &cx.pair.to),
-        };
         let found = tenants_where(shard, cx.tables, |t| in_ranges(ranges, t))
             .await
             .map_err(on_shard(format!("cannot list the tenants on {name}")))?;

@@ -2,7 +2,7 @@
 //! one source snapshot, into one destination transaction) and the catch-up copy of the
 //! rows written meanwhile (the keys the source's guard logged).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::pin::pin;
 
 use futures::{SinkExt, StreamExt};
@@ -45,6 +45,21 @@ impl TableInfo {
             .collect::<Vec<_>>()
             .join(", ")
     }
+}
+
+/// Rows named by key: table name → (tenant, key as text).
+pub type Keys = BTreeMap<String, BTreeSet<(String, String)>>;
+
+/// Adds one logged change's row to `keys`.
+pub fn note(keys: &mut Keys, table: &str, tenant: &str, key: &str) {
+    keys.entry(table.to_owned())
+        .or_default()
+        .insert((tenant.to_owned(), key.to_owned()));
+}
+
+/// The number of rows `keys` names.
+pub fn key_count(keys: &Keys) -> usize {
+    keys.values().map(BTreeSet::len).sum()
 }
 
 /// Reads each table's columns and key type from the shard's catalog.
@@ -182,13 +197,15 @@ pub async fn clear_changes(source: &Client, move_id: i64) -> Result<u64, tokio_p
 /// Applies up to `limit` logged changes: each logged key's row is re-read on the source
 /// and replaces the destination's (or is deleted there, when the source no longer has
 /// it), then the log entries are removed. Re-applying an entry is harmless, and an entry
-/// logged while this runs stays for the next round. Returns the entries applied.
+/// logged while this runs stays for the next round. Returns the entries applied; adds the
+/// rows they named to `applied`, when given.
 pub async fn catch_up(
     source: &mut Client,
     dest: &mut Client,
     move_id: i64,
     tables: &[TableInfo],
     limit: i64,
+    applied: Option<&mut Keys>,
 ) -> Result<u64, tokio_postgres::Error> {
     let log = source
         .query(
@@ -254,6 +271,11 @@ pub async fn catch_up(
             &[&seqs],
         )
         .await?;
+    if let Some(applied) = applied {
+        for row in &log {
+            note(applied, row.get(1), row.get(2), row.get(3));
+        }
+    }
     Ok(seqs.len() as u64)
 }
 

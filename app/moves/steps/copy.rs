@@ -5,13 +5,14 @@
 
 use std::time::Instant;
 
-use crate::moves::context::StepContext;
+use crate::moves::context::{Pair, StepContext};
 use crate::moves::error::{MoveError, on_shard};
 use crate::moves::plan::rows_by_tenant;
 use crate::moves::record::{MoveRecord, MoveState, Set};
 use crate::moves::scope::{Scope, Side};
 use crate::moves::tenant_guard::GuardState;
 use crate::moves::transfer;
+use crate::moves::transfer::Keys;
 
 /// Catch-up rounds copy at most this many logged changes each.
 pub const CATCH_UP_BATCH: i64 = 10_000;
@@ -19,6 +20,26 @@ pub const CATCH_UP_BATCH: i64 = 10_000;
 /// copied behind the fence, whose length it bounds.
 const CATCH_UP_SMALL: u64 = 200;
 const CATCH_UP_ROUNDS: usize = 20;
+
+/// Catch-up rounds while the tenants stay writable, until a round finds little left (or
+/// after `CATCH_UP_ROUNDS`); returns the changes applied, adding their rows to `applied`.
+pub async fn catch_up_until_small(
+    pair: &mut Pair,
+    move_id: i64,
+    mut applied: Option<&mut Keys>,
+) -> Result<u64, tokio_postgres::Error> {
+    let mut total = 0;
+    for _ in 0..CATCH_UP_ROUNDS {
+        let n = pair
+            .catch_up(move_id, CATCH_UP_BATCH, applied.as_deref_mut())
+            .await?;
+        total += n;
+        if n < CATCH_UP_SMALL {
+            break;
+        }
+    }
+    Ok(total)
+}
 
 pub async fn run(cx: &mut StepContext<'_>, m: &mut MoveRecord) -> Result<(), MoveError> {
     if m.state == MoveState::Planned {
@@ -72,17 +93,9 @@ pub async fn run(cx: &mut StepContext<'_>, m: &mut MoveRecord) -> Result<(), Mov
         took.as_millis(),
         copied as f64 / took.as_secs_f64().max(1e-9)
     ));
-    let mut applied = 0;
-    for _ in 0..CATCH_UP_ROUNDS {
-        let n = pair
-            .catch_up(m.id, CATCH_UP_BATCH)
-            .await
-            .map_err(on_shard("catch-up copy failed"))?;
-        applied += n;
-        if n < CATCH_UP_SMALL {
-            break;
-        }
-    }
+    let applied = catch_up_until_small(pair, m.id, None)
+        .await
+        .map_err(on_shard("catch-up copy failed"))?;
     cx.progress.step(&format!(
         "caught up with {applied} change(s) written meanwhile"
     ));

@@ -2,6 +2,7 @@
 //! directory row, or the ranges in the live slot map; every web replica hears at once), a
 //! reindex job per tenant is queued, and the source answers stale writers "departed".
 
+use super::verify::within_fence_cap;
 use crate::moves::context::StepContext;
 use crate::moves::error::{MoveError, on_shard};
 use crate::moves::pause::{PausePoint, pause_at};
@@ -11,6 +12,8 @@ use crate::moves::tenant_guard::GuardState;
 
 pub async fn run(cx: &mut StepContext<'_>, m: &mut MoveRecord) -> Result<(), MoveError> {
     let scope = Scope::of(m);
+    // Run right after `verify` by this process, the re-pin ends the same fence.
+    within_fence_cap(cx, m, &scope, "about to re-pin").await?;
     scope
         .open_destination(&mut cx.pair.dest, m.id)
         .await
