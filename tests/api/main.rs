@@ -9,6 +9,7 @@ mod support;
 
 mod admin;
 mod auth;
+mod cutover;
 mod directory;
 mod fairness;
 mod load_generator;

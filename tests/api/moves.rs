@@ -98,6 +98,59 @@ impl Tool {
     }
 }
 
+/// A `move_slot` process held at a pause point (`MOVE_SLOT_PAUSE_AT=POINT:DURATION`): it
+/// goes on by itself once the duration has passed.
+pub(crate) struct Paused {
+    child: std::process::Child,
+    rest: std::thread::JoinHandle<String>,
+}
+
+impl Paused {
+    /// Starts `cmd` paused at `pause` and returns once it is there. Blocking: call it
+    /// from `spawn_blocking`.
+    pub(crate) fn start(mut cmd: Command, pause: &str) -> Self {
+        let mut child = cmd
+            .env("MOVE_SLOT_PAUSE_AT", pause)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let point = pause.split(':').next().unwrap().to_owned();
+        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+        let mut seen = String::new();
+        for line in lines.by_ref() {
+            let line = line.unwrap();
+            seen.push_str(&line);
+            seen.push('\n');
+            if line.contains(&format!("paused at {point}")) {
+                break;
+            }
+        }
+        assert!(seen.contains("paused at"), "never paused: {seen}");
+        // Drained meanwhile, so the process never blocks on a full pipe.
+        let rest = std::thread::spawn(move || {
+            for line in lines {
+                seen.push_str(&line.unwrap());
+                seen.push('\n');
+            }
+            seen
+        });
+        Self { child, rest }
+    }
+
+    /// Waits for the process to end: its exit code, last JSON line and whole stderr.
+    pub(crate) fn finish(self) -> (Option<i32>, Value, String) {
+        let out = self.child.wait_with_output().unwrap();
+        let stderr = self.rest.join().unwrap();
+        let json = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .last()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .unwrap_or_default();
+        (out.status.code(), json, stderr)
+    }
+}
+
 /// `STEP --from FROM --to TO --tenant TENANT EXTRA…`
 pub(crate) fn step<'a>(
     step: &'a str,
@@ -170,7 +223,7 @@ pub(crate) async fn spawn(layout: &Layout, name: &str) -> TestApp {
 }
 
 /// A fresh tenant and its hash shard, plus the other shard to move it to.
-fn tenant(app: &TestApp, prefix: &str) -> (String, String, String) {
+pub(crate) fn tenant(app: &TestApp, prefix: &str) -> (String, String, String) {
     let t = unique(prefix);
     let home = hash_shard(&app.settings, &t);
     let away = other_shard(&home).to_owned();
@@ -405,11 +458,36 @@ pub(crate) async fn reader(
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_online_move_under_load_loses_no_acknowledged_write_and_spares_the_co_tenant() {
+async fn an_online_move_under_load_fails_no_write_loses_no_acknowledged_one_and_spares_the_co_tenant()
+ {
+    let (refused, waited) = online_move(true).await;
+    assert_eq!(refused, 0, "writes waited out the fence instead of failing");
+    assert!(waited > 0, "some write met the fence and waited");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_move_wait_ms_0_writes_meeting_the_fence_get_503_and_retry_after_as_before() {
+    let (refused, waited) = online_move(false).await;
+    assert!(refused > 0, "the fence refused writes");
+    assert_eq!(waited, 0);
+}
+
+/// Moves a seeded tenant while three writers and a reader use it and a co-tenant on the
+/// same source writes and reads, through two server processes; the fence is held 400 ms.
+/// Checks that nothing acknowledged is lost and the co-tenant never noticed; returns the
+/// moving tenant's refused writes and how many requests waited out the fence.
+async fn online_move(wait: bool) -> (usize, u64) {
     let layout = move_layout().await;
+    let settings = || {
+        let mut s = layout.settings();
+        if !wait {
+            s.topology.move_wait.budget = Duration::ZERO;
+        }
+        s
+    };
     let apps = Arc::new(vec![
-        spawn(&layout, "web1").await,
-        spawn(&layout, "web2").await,
+        TestApp::spawn(settings(), "web1").await,
+        TestApp::spawn(settings(), "web2").await,
     ]);
     let tool = Tool::new(&layout);
     let (moving, home, away) = tenant(&apps[0], "live");
@@ -446,6 +524,8 @@ async fn an_online_move_under_load_loses_no_acknowledged_write_and_spares_the_co
             .arg("--config")
             .arg(config)
             .args(args)
+            // Long enough that writers certainly meet the fence.
+            .env("MOVE_SLOT_PAUSE_AT", "after-fence:400ms")
             .output()
             .unwrap()
     })
@@ -519,9 +599,16 @@ async fn an_online_move_under_load_loses_no_acknowledged_write_and_spares_the_co
             "{n} reads, failures: {failures:?}"
         );
     }
+    let mut waited = 0;
+    for app in apps.iter() {
+        waited += app.json("/actuator/metrics").await["move_waits"]["waited"]
+            .as_u64()
+            .unwrap();
+    }
     for app in Arc::try_unwrap(apps).ok().unwrap() {
         app.stop().await;
     }
+    (refused, waited)
 }
 
 #[tokio::test]
@@ -692,6 +779,10 @@ async fn a_checksum_mismatch_aborts_the_move_and_deletes_nothing_from_the_source
     assert!(
         why.contains("verification failed") && why.contains("bookmarks: source has 40 rows"),
         "{why}"
+    );
+    assert!(
+        !why.contains("fenced:"),
+        "caught ahead of the fence, before any write was refused: {why}"
     );
     let status = tool.status(copied["id"].as_i64().unwrap());
     assert_eq!(status["state"], "aborted");
@@ -883,11 +974,11 @@ async fn steps_refuse_to_run_out_of_order_and_a_tenant_is_in_one_move_at_a_time(
 }
 
 #[tokio::test]
-async fn a_replica_still_routing_to_the_source_after_the_re_pin_is_refused_there_and_writes_nothing()
+async fn a_replica_still_routing_to_the_source_after_the_re_pin_sends_the_write_on_to_the_destination()
  {
     let layout = move_layout().await;
     let app = spawn(&layout, "current").await;
-    // A replica whose directory never hears of the move: its control database is another.
+    // Replicas whose directory never hears of the move: their control database is another.
     let stale_control = format!("{}_stale", layout.control.1);
     create_database(layout.control.0, &stale_control).await;
     let stale_layout = Layout {
@@ -895,11 +986,19 @@ async fn a_replica_still_routing_to_the_source_after_the_re_pin_is_refused_there
         ..layout.clone()
     };
     let stale = spawn(&stale_layout, "stale").await;
+    // One with waiting off: it answers as every replica did before writes waited.
+    let mut no_wait = stale_layout.settings();
+    no_wait.topology.move_wait.budget = Duration::ZERO;
+    let strict = TestApp::spawn(no_wait, "stale-no-wait").await;
     let tool = Tool::new(&layout);
     let (t, home, away) = tenant(&app, "stale");
     app.create(&t, json!({"url": "https://stale.example/1"}))
         .await;
     assert_eq!(served_shard(&stale, &t).await.as_deref(), Ok(home.as_str()));
+    assert_eq!(
+        served_shard(&strict, &t).await.as_deref(),
+        Ok(home.as_str())
+    );
 
     tool.ok(&step(
         "run",
@@ -909,10 +1008,29 @@ async fn a_replica_still_routing_to_the_source_after_the_re_pin_is_refused_there
         &["--confirm", "--grace", "0s"],
     ));
 
+    // The source refuses it as departed, naming the destination; the replica sends it
+    // there within the same request.
     let res = stale
         .post("/api/bookmarks")
         .headers(stale.tenant(&t).await)
         .json(&json!({"url": "https://stale.example/2"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 201);
+    assert_eq!(
+        res.headers()["x-shard"],
+        away.as_str(),
+        "stored on the destination"
+    );
+    let waits = &stale.json("/actuator/metrics").await["move_waits"];
+    assert_eq!(waits["rerouted"], 1, "{waits}");
+    assert_eq!(waits["waited"], 0, "nothing waited: {waits}");
+
+    let res = strict
+        .post("/api/bookmarks")
+        .headers(strict.tenant(&t).await)
+        .json(&json!({"url": "https://stale.example/3"}))
         .send()
         .await
         .unwrap();
@@ -926,17 +1044,19 @@ async fn a_replica_still_routing_to_the_source_after_the_re_pin_is_refused_there
     let body: Value = res.json().await.unwrap();
     assert_eq!(body["error"]["code"], "tenant_moved", "{body}");
     assert_eq!(body["error"]["shard"], away.as_str());
+
     assert_eq!(
         count(&layout, &home, &t).await,
         0,
         "nothing stored on the source"
     );
-    assert_eq!(count(&layout, &away, &t).await, 1, "nor anywhere else");
+    assert_eq!(count(&layout, &away, &t).await, 2, "the two acknowledged");
     // The current replica writes to the destination as usual.
     let created = app
-        .create(&t, json!({"url": "https://stale.example/3"}))
+        .create(&t, json!({"url": "https://stale.example/4"}))
         .await;
     assert_eq!(created["shard"], away.as_str());
     app.stop().await;
     stale.stop().await;
+    strict.stop().await;
 }
