@@ -323,15 +323,32 @@ pub async fn provision_keys(
         futures::stream::iter(population.names())
             .map(|name| async move {
                 let url = format!("{}/admin/api/tenants/{name}/keys", config.base());
-                let res = client
-                    .post(&url)
-                    .bearer_auth(admin_token)
-                    .json(&json!({ "note": "loadgen" }))
-                    .send()
-                    .await
-                    .map_err(|e| format!("{url}: {e}"))?;
-                let status = res.status();
-                let body: Value = res.json().await.unwrap_or_default();
+                // A busy control database answers 503 with Retry-After: set-up waits and
+                // asks again a few times rather than failing the whole run (a key made
+                // by an attempt whose answer was lost is only a spare).
+                let mut attempt = 1;
+                let (status, body) = loop {
+                    let res = client
+                        .post(&url)
+                        .bearer_auth(admin_token)
+                        .json(&json!({ "note": "loadgen" }))
+                        .send()
+                        .await
+                        .map_err(|e| format!("{url}: {e}"))?;
+                    let status = res.status();
+                    let wait = retry_after(res.headers());
+                    let body: Value = res.json().await.unwrap_or_default();
+                    match wait {
+                        Some(wait)
+                            if status == reqwest::StatusCode::SERVICE_UNAVAILABLE
+                                && attempt < PROVISION_ATTEMPTS =>
+                        {
+                            attempt += 1;
+                            tokio::time::sleep(wait).await;
+                        }
+                        _ => break (status, body),
+                    }
+                };
                 let key = body["key"]
                     .as_str()
                     .filter(|_| status.is_success())
@@ -343,6 +360,15 @@ pub async fn provision_keys(
             .collect()
             .await;
     answers.into_iter().collect()
+}
+
+/// How many times set-up asks for a tenant's key while the server answers 503.
+const PROVISION_ATTEMPTS: u32 = 4;
+
+/// A `Retry-After` of whole seconds, at most 5.
+fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
+    let seconds: u64 = headers.get("retry-after")?.to_str().ok()?.parse().ok()?;
+    Some(Duration::from_secs(seconds.min(5)))
 }
 
 /// Creates `config.prefill` bookmarks per tenant, at most `prefill_concurrency` at a time.
@@ -473,4 +499,24 @@ pub async fn closed_loop(shared: &Arc<Shared>, config: &Config, concurrency: usi
     while workers.join_next().await.is_some() {}
     line.finish();
     start.elapsed()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retry_after_is_read_in_whole_seconds_and_capped() {
+        let mut headers = reqwest::header::HeaderMap::new();
+        assert_eq!(retry_after(&headers), None);
+        headers.insert("retry-after", "2".parse().unwrap());
+        assert_eq!(retry_after(&headers), Some(Duration::from_secs(2)));
+        headers.insert("retry-after", "3600".parse().unwrap());
+        assert_eq!(retry_after(&headers), Some(Duration::from_secs(5)));
+        headers.insert(
+            "retry-after",
+            "Wed, 21 Oct 2026 07:28:00 GMT".parse().unwrap(),
+        );
+        assert_eq!(retry_after(&headers), None);
+    }
 }
