@@ -144,6 +144,13 @@ mod tests {
                 }),
             )
             .route(
+                "/waited",
+                get(|facts: axum::Extension<RequestFacts>| async move {
+                    facts.record_wait(std::time::Duration::from_millis(137));
+                    "written after the fence lifted"
+                }),
+            )
+            .route(
                 "/slow",
                 get(|| async {
                     tokio::time::sleep(SLOW).await;
@@ -203,5 +210,16 @@ mod tests {
             line.contains("slow") && line.contains("status=200"),
             "{line}"
         );
+    }
+
+    #[tokio::test]
+    async fn a_request_that_waited_out_a_move_is_logged_at_info_with_how_long() {
+        let line = logged_at_info("/waited").await;
+        assert!(line.contains(" INFO "), "{line}");
+        assert!(
+            line.contains("waited out a tenant move") && line.contains("move_wait_ms=137"),
+            "{line}"
+        );
+        assert!(line.contains("status=200"), "{line}");
     }
 }

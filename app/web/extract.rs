@@ -70,6 +70,11 @@ impl RequestFacts {
     pub fn waited(&self) -> Option<Duration> {
         self.0.waited.get().copied()
     }
+
+    /// The request's write waited `waited` for a move's fence to lift.
+    pub fn record_wait(&self, waited: Duration) {
+        let _ = self.0.waited.set(waited);
+    }
 }
 
 /// Keeps the tenant a request resolved to, so that later extractors need not resolve it
@@ -248,7 +253,7 @@ impl<M: ConnectionMode> ShardedConnection<M> {
         if let Some(facts) = &self.facts
             && !wait.waited().is_zero()
         {
-            let _ = facts.0.waited.set(wait.waited());
+            facts.record_wait(wait.waited());
         }
         outcome
     }
