@@ -29,27 +29,7 @@ pub async fn sums(
     tables: &[TableInfo],
     tenants: &[String],
 ) -> Result<Vec<TableSum>, tokio_postgres::Error> {
-    let mut out = Vec::with_capacity(tables.len());
-    for table in tables {
-        let row = shard
-            .query_one(
-                &format!(
-                    "SELECT count(*), coalesce(sum(hash_record_extended(ROW({}), 0)), 0)::text \
-                     FROM {} WHERE {} = ANY($1)",
-                    table.column_list(),
-                    table.name(),
-                    table.tenant_column()
-                ),
-                &[&tenants],
-            )
-            .await?;
-        out.push(TableSum {
-            table: table.table.name.to_owned(),
-            rows: row.get(0),
-            checksum: row.get(1),
-        });
-    }
-    Ok(out)
+    sums_except(shard, tables, tenants, &Keys::new()).await
 }
 
 /// What differs between the source's and the destination's fingerprints, table by table.
@@ -79,21 +59,28 @@ pub async fn sums_except(
     let mut out = Vec::with_capacity(tables.len());
     for table in tables {
         let (skip_tenants, skip_keys) = columns(except.get(table.table.name));
-        let row = shard
-            .query_one(
-                &format!(
-                    "SELECT count(*), coalesce(sum(hash_record_extended(ROW({cols}), 0)), 0)::text \
-                     FROM {name} WHERE {tenant} = ANY($1) AND NOT EXISTS (SELECT 1 FROM \
-                     unnest($2::text[], $3::text[]) AS skip(_tenant, _key) \
-                     WHERE skip._tenant = {name}.{tenant} AND skip._key = {name}.{key}::text)",
-                    cols = table.column_list(),
-                    name = table.name(),
-                    tenant = table.tenant_column(),
-                    key = table.key_column(),
-                ),
-                &[&tenants, &skip_tenants, &skip_keys],
-            )
-            .await?;
+        let mut query = format!(
+            "SELECT count(*), coalesce(sum(hash_record_extended(ROW({cols}), 0)), 0)::text \
+             FROM {name} WHERE {tenant} = ANY($1)",
+            cols = table.column_list(),
+            name = table.name(),
+            tenant = table.tenant_column(),
+        );
+        let mut params: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> = vec![&tenants];
+        // Nothing to leave out: the plain scan, without an anti-join on an empty list.
+        if !skip_keys.is_empty() {
+            query.push_str(&format!(
+                " AND NOT EXISTS (SELECT 1 FROM unnest($2::text[], $3::text[]) \
+                 AS skip(_tenant, _key) WHERE skip._tenant = {name}.{tenant} \
+                 AND skip._key = {name}.{key}::text)",
+                name = table.name(),
+                tenant = table.tenant_column(),
+                key = table.key_column(),
+            ));
+            params.push(&skip_tenants);
+            params.push(&skip_keys);
+        }
+        let row = shard.query_one(&query, &params).await?;
         out.push(TableSum {
             table: table.table.name.to_owned(),
             rows: row.get(0),

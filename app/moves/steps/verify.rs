@@ -27,7 +27,7 @@ use crate::moves::plan::tenants_with_rows;
 use crate::moves::record::{MoveRecord, MoveState, Set};
 use crate::moves::scope::{Scope, Side};
 use crate::moves::tenant_guard::GuardState;
-use crate::moves::transfer::{self, Keys};
+use crate::moves::transfer::{self, Keys, TableInfo};
 
 /// The verification made ahead of the fence, kept for the check inside it.
 struct Ahead {
@@ -159,19 +159,19 @@ async fn verify_ahead(
         transfer::note(&mut pending, row.get(0), row.get(1), row.get(2));
     }
     let members = scope.members_on(cx, &snapshot, &m.from).await?;
-    let pair = &*cx.pair;
-    let (at_source, at_dest) = tokio::join!(
-        checksum::sums_except(&snapshot, &pair.tables, &members, &pending),
-        checksum::sums_except(&pair.dest, &pair.tables, &members, &pending)
-    );
-    let at_source = at_source.map_err(on_shard(format!("cannot checksum {}", m.from)))?;
-    let at_dest = at_dest.map_err(on_shard(format!("cannot checksum {}", m.to)))?;
-    let differences = checksum::differences(&at_source, &at_dest);
-    if !differences.is_empty() {
-        return Ok(Err(MoveError::VerificationFailed {
-            differences: differences.join("; "),
-        }));
-    }
+    let at_source = match compare_tables(
+        &snapshot,
+        &cx.pair.dest,
+        &cx.pair.tables,
+        m,
+        &members,
+        &pending,
+    )
+    .await?
+    {
+        Ok(sums) => sums,
+        Err(failure) => return Ok(Err(failure)),
+    };
     let rows: i64 = at_source.iter().map(|s| s.rows).sum();
     cx.progress.step(&format!(
         "verified {rows} row(s) ahead of the fence in {} ms; {} row(s) with changes still \
@@ -216,11 +216,8 @@ async fn compare_changed(
     let now_dest = now_dest.map_err(on_shard(format!("cannot checksum {}", m.to)))?;
     let then = then.map_err(on_shard(format!("cannot checksum {}", m.from)))?;
     drop(ahead.snapshot);
-    let differences = checksum::row_differences(&now_source, &now_dest);
-    if !differences.is_empty() {
-        return Ok(Err(MoveError::VerificationFailed {
-            differences: differences.join("; "),
-        }));
+    if let Some(failure) = mismatch(checksum::row_differences(&now_source, &now_dest)) {
+        return Ok(Err(failure));
     }
     let tenants = match Scope::of(m) {
         Scope::Tenants(tenants) => tenants,
@@ -265,23 +262,52 @@ async fn compare_all(
     // Fenced: the members cannot change any more (a range's new tenants included).
     let tenants = scope.members(cx, Side::Source).await?;
     let pair = &*cx.pair;
+    let found = compare_tables(
+        &pair.source,
+        &pair.dest,
+        &pair.tables,
+        m,
+        &tenants,
+        &Keys::new(),
+    )
+    .await?;
+    Ok(found.map(|sums| Verified {
+        tenants,
+        sums,
+        how: "every row, inside the fence".to_owned(),
+    }))
+}
+
+/// Fingerprints `tenants` per table on both shards at once (`source` may be a snapshot
+/// session), leaving out the rows `except` names; the source's fingerprints, or the
+/// verification failure naming every table that differs.
+async fn compare_tables(
+    source: &Client,
+    dest: &Client,
+    tables: &[TableInfo],
+    m: &MoveRecord,
+    tenants: &[String],
+    except: &Keys,
+) -> Result<Result<Vec<TableSum>, MoveError>, MoveError> {
     let (at_source, at_dest) = tokio::join!(
-        checksum::sums(&pair.source, &pair.tables, &tenants),
-        checksum::sums(&pair.dest, &pair.tables, &tenants)
+        checksum::sums_except(source, tables, tenants, except),
+        checksum::sums_except(dest, tables, tenants, except)
     );
     let at_source = at_source.map_err(on_shard(format!("cannot checksum {}", m.from)))?;
     let at_dest = at_dest.map_err(on_shard(format!("cannot checksum {}", m.to)))?;
-    let differences = checksum::differences(&at_source, &at_dest);
-    if !differences.is_empty() {
-        return Ok(Err(MoveError::VerificationFailed {
-            differences: differences.join("; "),
-        }));
-    }
-    Ok(Ok(Verified {
-        tenants,
-        sums: at_source,
-        how: "every row, inside the fence".to_owned(),
-    }))
+    Ok(
+        match mismatch(checksum::differences(&at_source, &at_dest)) {
+            Some(failure) => Err(failure),
+            None => Ok(at_source),
+        },
+    )
+}
+
+/// The verification failure for `differences`, if there are any.
+fn mismatch(differences: Vec<String>) -> Option<MoveError> {
+    (!differences.is_empty()).then(|| MoveError::VerificationFailed {
+        differences: differences.join("; "),
+    })
 }
 
 /// A mismatch: the copy is undone, the move aborted, the source authoritative as before.
