@@ -204,18 +204,23 @@ pub async fn cut_control_listener(layout: &Layout) -> String {
     killed[0][0].clone().unwrap()
 }
 
-/// Whether the control listener's current session started after `instant` (server time).
+/// Whether the control listener has a session that started after `instant` (server time).
+/// A listener between sessions (its ping timed out on a loaded machine and it is
+/// reconnecting) has none for a moment, so this waits up to 5 s for one to appear.
 pub async fn control_listener_started_after(layout: &Layout, instant: &str) -> bool {
-    let rows = on_control(
-        layout,
-        &format!(
-            "SELECT backend_start > '{instant}'::timestamptz FROM pg_stat_activity \
-             WHERE application_name = 'bookmarks-directory-listener' AND datname = '{}'",
-            layout.control.1
-        ),
-    )
-    .await;
-    rows == vec![vec![Some("t".to_owned())]]
+    crate::common::eventually(std::time::Duration::from_secs(5), || async {
+        let rows = on_control(
+            layout,
+            &format!(
+                "SELECT backend_start > '{instant}'::timestamptz FROM pg_stat_activity \
+                 WHERE application_name = 'bookmarks-directory-listener' AND datname = '{}'",
+                layout.control.1
+            ),
+        )
+        .await;
+        rows == vec![vec![Some("t".to_owned())]]
+    })
+    .await
 }
 
 /// Every stored key hash of `tenant`, hex, and the table's other text columns.
