@@ -164,6 +164,7 @@ async fn bench() {
             ("shard1".to_owned(), b.port, "shard1".to_owned(), None),
         ],
         extra: "[sharding]\ndirectory_router = true\n".to_owned(),
+        slots: Vec::new(),
         connect_timeout_ms: 5000,
     };
     let apps = Arc::new(vec![

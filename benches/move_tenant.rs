@@ -147,6 +147,7 @@ async fn bench() {
             ("shard1".to_owned(), b.port, "shard1".to_owned(), None),
         ],
         extra: "[sharding]\ndirectory_router = true\n".to_owned(),
+        slots: Vec::new(),
         connect_timeout_ms: CONNECT_TIMEOUT_MS,
     };
     let app = Arc::new(TestApp::spawn(layout.settings(), "bench").await);

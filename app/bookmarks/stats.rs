@@ -87,6 +87,8 @@ async fn count(shards: &Shards, cross: &CrossShard) -> StatsView {
     let fan_out = cross
         .read(|conn| Box::pin(async move { store::shard_counts(conn).await }))
         .await;
+    // Owned now, range moves included (the live slot map), not as autumn.toml says.
+    let owners = shards.set().slot_map().snapshot();
     let shards = fan_out
         .answers
         .into_iter()
@@ -94,7 +96,7 @@ async fn count(shards: &Shards, cross: &CrossShard) -> StatsView {
         .map(|(answer, shard)| {
             let base = ShardStats {
                 name: answer.shard,
-                slots: shard.spec().slot_count(),
+                slots: owners.slot_count_of(shard.id().index()),
                 status: "up",
                 bookmarks: None,
                 tenants: None,

@@ -23,6 +23,11 @@ pub struct ServeArgs {
     /// empty leaves the admin page off.
     #[arg(long, env = "ADMIN_TOKEN", hide_env_values = true, default_value = "")]
     pub admin_token: String,
+    /// On SIGTERM, keep serving this long (not ready, closing each connection after its
+    /// response) before refusing new connections; longer than the proxy's upstream
+    /// keep-alive timeout (2 s in nginx/default.conf).
+    #[arg(long, env = "DRAIN_MS", default_value_t = crate::startup::DEFAULT_DRAIN.as_millis() as u64)]
+    pub drain_ms: u64,
     /// Requests this replica works on at once, at most; more are answered 503 at once.
     #[arg(long, env = "MAX_IN_FLIGHT", default_value_t = crate::startup::DEFAULT_MAX_IN_FLIGHT)]
     pub max_in_flight: usize,
@@ -90,6 +95,7 @@ pub async fn run(settings: Settings, args: ServeArgs) -> ExitCode {
         admin_token,
         session_secret,
         max_in_flight: args.max_in_flight.max(1),
+        drain: std::time::Duration::from_millis(args.drain_ms),
         bind: args.bind,
         instance_name: args.instance_name,
         migrate: args.migrate || development,
@@ -131,5 +137,5 @@ pub async fn shutdown_signal() {
         () = ctrl_c => {},
         () = term => {},
     }
-    tracing::info!("shutdown requested: draining in-flight requests");
+    tracing::info!("shutdown requested");
 }

@@ -133,6 +133,11 @@ impl SlotOwners {
         &self.problems
     }
 
+    /// How many slots the shard at `index` owns.
+    pub fn slot_count_of(&self, index: usize) -> u32 {
+        self.owners.iter().filter(|o| o.shard == index).count() as u32
+    }
+
     /// The slots of the shard at `index`, as the fewest ranges.
     pub fn ranges_of(&self, index: usize) -> Vec<SlotRange> {
         compact((0..SLOT_COUNT).filter(|&s| self.owners[usize::from(s)].shard == index))

@@ -5,7 +5,7 @@
 pub mod state;
 
 use std::collections::BTreeSet;
-use std::future::Future;
+use std::future::{Future, IntoFuture};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -32,6 +32,7 @@ use crate::tenancy::TenantHeader;
 use crate::tenancy::auth::Authenticator;
 use crate::tenancy::key_store::KeyStore;
 use crate::tenancy::session::Sessions;
+use crate::web::drain::{ClosingListener, Draining};
 use crate::web::health::Readiness;
 use crate::web::metrics::{MetricSource, Metrics, ShardMetrics};
 use crate::web::{HttpService, InstanceName};
@@ -40,6 +41,9 @@ pub use state::{AppState, api_document};
 /// Far more than the pools can serve at once (each request beyond them waits in a pool's
 /// queue), and a bound on what a flood can pile up.
 pub const DEFAULT_MAX_IN_FLIGHT: usize = 1024;
+
+/// See [`ServeOptions::drain`]: nginx's upstream `keepalive_timeout` is 2 s.
+pub const DEFAULT_DRAIN: Duration = Duration::from_secs(3);
 
 /// How the server is run (as opposed to what it talks to, which is [`Settings`]).
 #[derive(Debug, Clone)]
@@ -52,8 +56,13 @@ pub struct ServeOptions {
     pub migrate: bool,
     /// Bound on one shard's part of a fan-out or a readiness probe.
     pub shard_timeout: Duration,
-    /// Bound on a whole request.
+    /// Bound on a whole request, and on how long a stopping replica waits for the requests
+    /// it has.
     pub request_timeout: Duration,
+    /// How long a stopping replica keeps serving, not ready and closing each connection
+    /// after its response, before it refuses new connections ([`crate::web::drain`]).
+    /// Longer than the proxy's upstream `keepalive_timeout` (nginx/default.conf).
+    pub drain: Duration,
     /// Requests this process works on at once, at most; more are answered 503 at once.
     pub max_in_flight: usize,
     /// How often replica readiness is re-checked in the background.
@@ -80,6 +89,7 @@ impl Default for ServeOptions {
             migrate: false,
             shard_timeout: Duration::from_millis(1500),
             request_timeout: Duration::from_secs(10),
+            drain: DEFAULT_DRAIN,
             max_in_flight: DEFAULT_MAX_IN_FLIGHT,
             replica_check_interval: Duration::from_secs(2),
             liveness_interval: Duration::from_secs(1),
@@ -96,6 +106,9 @@ pub struct Application {
     listener: TcpListener,
     router: HttpService,
     state: AppState,
+    draining: Draining,
+    drain: Duration,
+    request_timeout: Duration,
     background: Background,
     replica_check_interval: Duration,
     liveness_interval: Duration,
@@ -191,6 +204,7 @@ impl Application {
                 instance: instance.clone(),
             })
         });
+        let draining = Draining::default();
         let state = AppState::new(state::Parts {
             readiness: Readiness::new(
                 control.clone(),
@@ -199,6 +213,7 @@ impl Application {
                 migrate::expected_versions(Kind::Control),
                 expected_shard_migrations.clone(),
                 options.shard_timeout,
+                draining.clone(),
             ),
             shards: shards.clone(),
             cross,
@@ -213,10 +228,13 @@ impl Application {
         let listener = TcpListener::bind(options.bind)
             .await
             .with_context(|| format!("cannot bind {}", options.bind))?;
-        let router = state.router(options.request_timeout, options.max_in_flight);
+        let router = state.router(options.request_timeout, options.max_in_flight, &draining);
         Ok(Self {
             listener,
             router,
+            draining,
+            drain: options.drain,
+            request_timeout: options.request_timeout,
             background: Background {
                 metrics: shard_metrics(),
                 authenticator,
@@ -324,19 +342,54 @@ impl Application {
         tracing::info!("worker stopped");
     }
 
-    /// Serves until `shutdown` completes, then stops accepting and drains in-flight requests.
+    /// Serves until `shutdown` completes, then leaves without failing a request: drains
+    /// (not ready, `Connection: close`) for [`ServeOptions::drain`], refuses new connections,
+    /// and waits for what is in flight, at most the request timeout.
     pub async fn run_until(
         self,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
         let tasks = self.spawn_tasks();
         tracing::info!(addr = %self.local_addr(), instance = self.background.instance.as_str(), "serving");
-        let result = axum::serve(
-            self.listener,
+        let (listener, close, closed) = ClosingListener::new(self.listener)?;
+        let (stopping_tx, stopping) = tokio::sync::oneshot::channel();
+        let (draining, drain) = (self.draining.clone(), self.drain);
+        tokio::spawn(async move {
+            shutdown.await;
+            draining.start();
+            let _ = stopping_tx.send(());
+            tracing::info!(
+                drain_ms = drain.as_millis() as u64,
+                "stopping: not ready, closing each connection after its response; then \
+                 refusing new connections and finishing the requests in flight"
+            );
+            tokio::time::sleep(drain).await;
+            close.close();
+        });
+        let serve = axum::serve(
+            listener,
             axum::ServiceExt::<axum::extract::Request>::into_make_service(self.router),
         )
-        .with_graceful_shutdown(shutdown)
-        .await;
+        .with_graceful_shutdown(async {
+            let _ = closed.await;
+        })
+        .into_future();
+        // The request timeout ends every request; this bounds a client that holds a
+        // connection without finishing a request.
+        let in_flight_bound = self.request_timeout + Duration::from_secs(1);
+        let bound = async move {
+            if stopping.await.is_err() {
+                std::future::pending::<()>().await;
+            }
+            tokio::time::sleep(drain + in_flight_bound).await;
+        };
+        let result = tokio::select! {
+            result = serve => result,
+            () = bound => {
+                tracing::warn!("connections still open after the request timeout; leaving them");
+                Ok(())
+            }
+        };
         tasks.iter().for_each(|t| t.abort());
         tracing::info!("stopped");
         result

@@ -24,6 +24,7 @@ use crate::sharding::cross_shard::CrossShard;
 use crate::tenancy::auth::Authenticator;
 use crate::web::around::AroundLayer;
 use crate::web::authenticate::Authenticate;
+use crate::web::drain::Draining;
 use crate::web::health::{self, Readiness};
 use crate::web::metrics::{self, Metrics};
 use crate::web::openapi::{self, Access, ApiDocument};
@@ -69,7 +70,12 @@ impl AppState {
 
     /// Every route of the app, behind the layers every request passes, and the page that
     /// browses the API document.
-    pub fn router(&self, request_timeout: Duration, max_in_flight: usize) -> HttpService {
+    pub fn router(
+        &self,
+        request_timeout: Duration,
+        max_in_flight: usize,
+        draining: &Draining,
+    ) -> HttpService {
         let me = self.parts();
         let routes = every_route(
             |tenant| self.tenant_routes(tenant),
@@ -85,6 +91,7 @@ impl AppState {
             &me.instance,
             request_timeout,
             max_in_flight,
+            draining,
         )
     }
 }

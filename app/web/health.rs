@@ -16,6 +16,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::InstanceName;
+use super::drain::Draining;
 use crate::sharding::DirectoryRouter;
 use crate::sharding::access::Shards;
 use crate::sharding::health::{check_replica, probe, probe_primary};
@@ -35,6 +36,8 @@ struct Probed {
     expected_shard_migrations: Arc<BTreeSet<String>>,
     /// Bound on one probe.
     timeout: Duration,
+    /// Set once this replica is stopping: then it is not ready, whatever the databases say.
+    draining: Draining,
 }
 
 impl Readiness {
@@ -45,6 +48,7 @@ impl Readiness {
         expected_control_migrations: BTreeSet<String>,
         expected_shard_migrations: Arc<BTreeSet<String>>,
         timeout: Duration,
+        draining: Draining,
     ) -> Self {
         Self(Arc::new(Probed {
             control,
@@ -53,6 +57,7 @@ impl Readiness {
             expected_control_migrations,
             expected_shard_migrations,
             timeout,
+            draining,
         }))
     }
 }
@@ -87,14 +92,14 @@ async fn health(State(instance): State<InstanceName>) -> Json<Value> {
 }
 
 /// Readiness: the control database and every shard's servers answer, with the migrations
-/// this build expects. Says nothing about any tenant.
+/// this build expects, and this replica is not stopping. Says nothing about any tenant.
 #[utoipa::path(
     get,
     path = "/ready",
     tag = super::openapi::OPERATIONS_TAG,
     responses(
         (status = 200, description = "Every component is up: `{\"status\": \"UP\", \"components\": {…}}`.", content_type = "application/json", body = Object),
-        (status = 503, description = "A component is down; the body says which (same shape as 200).", content_type = "application/json", body = Object),
+        (status = 503, description = "A component is down, or this replica is stopping (component `process`); the body says which (same shape as 200).", content_type = "application/json", body = Object),
     )
 )]
 async fn ready(State(readiness): State<Readiness>) -> (StatusCode, Json<Value>) {
@@ -129,8 +134,25 @@ impl Readiness {
     /// Builds the component report; the replica checks also update replica readiness.
     pub async fn report(&self) -> Value {
         let state = &*self.0;
+        if state.draining.is_on() {
+            // Nothing to probe: whatever the databases say, this replica is leaving.
+            return json!({
+                "status": "DOWN",
+                "components": {
+                    "process": {
+                        "status": "DOWN",
+                        "details": {
+                            "draining": "this replica is stopping: it finishes the requests it \
+                                         has and takes no new ones; send them to another"
+                        }
+                    }
+                }
+            });
+        }
         let timeout = state.timeout;
         let shards = state.shards.set();
+        // Owned now, range moves included (the live slot map), not as autumn.toml says.
+        let owners = shards.slot_map().snapshot();
         let control = probe(
             &state.control,
             false,
@@ -156,7 +178,7 @@ impl Readiness {
             let mut up = primary.up;
             let mut details = json!({
                 "primary": primary.detail,
-                "slots": shard.spec().slot_count(),
+                "slots": owners.slot_count_of(shard.id().index()),
                 "circuit": shard
                     .breakers()
                     .map(|b| {

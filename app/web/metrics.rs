@@ -376,11 +376,13 @@ impl MetricSource for ShardMetrics {
 
     fn actuator(&self, out: &mut Map<String, Value>) {
         let mut shards = Map::new();
+        // Owned now, range moves included (the live slot map), not as autumn.toml says.
+        let owners = self.shards.set().slot_map().snapshot();
         for shard in self.shards.set().iter() {
             shards.insert(
                 shard.name().to_owned(),
                 json!({
-                    "slots": shard.spec().slot_count(),
+                    "slots": owners.slot_count_of(shard.id().index()),
                     "primary": pool_json(shard.primary_pool()),
                     "replica": shard.replica_pool().map(pool_json),
                     "replica_ready": shard.replica_pool().map(|_| self.shards.replicas().is_ready(shard.id())),

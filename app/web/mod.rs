@@ -7,6 +7,7 @@ pub mod access_log;
 pub mod around;
 pub mod authenticate;
 pub mod csrf;
+pub mod drain;
 pub mod error;
 pub mod extract;
 pub mod fallbacks;
@@ -30,6 +31,7 @@ use tower::util::BoxCloneSyncService;
 use tower_http::set_header::SetResponseHeaderLayer;
 
 use around::AroundLayer;
+use drain::Draining;
 
 /// Largest accepted request body. A bookmark at every limit is about 13 KiB of JSON.
 pub const BODY_LIMIT_BYTES: usize = 64 * 1024;
@@ -65,7 +67,9 @@ pub fn serve(
     instance: &InstanceName,
     request_timeout: Duration,
     max_in_flight: usize,
+    draining: &Draining,
 ) -> HttpService {
+    let draining = draining.clone();
     let served_by = HeaderValue::from_str(instance.as_str())
         .unwrap_or_else(|_| HeaderValue::from_static("invalid-instance-name"));
     let routes = routes
@@ -77,6 +81,10 @@ pub fn serve(
         .layer(SetResponseHeaderLayer::overriding(
             HeaderName::from_static("x-served-by"),
             served_by,
+        ))
+        .layer(SetResponseHeaderLayer::overriding(
+            axum::http::header::CONNECTION,
+            move |_: &Response| draining.connection_header(),
         ))
         .layer(AroundLayer(in_flight::InFlightLimit::new(max_in_flight)))
         .layer(AroundLayer(fallbacks::JsonFallbacks { request_timeout }))

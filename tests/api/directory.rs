@@ -165,6 +165,7 @@ async fn with_the_control_database_stopped_cached_tenants_are_served_and_uncache
         control: (control.port, "control".to_owned()),
         shards: shared.shards.clone(),
         extra: directory_on(Some(300)),
+        slots: Vec::new(),
         connect_timeout_ms: shared.connect_timeout_ms,
     };
     let app = TestApp::spawn(layout.settings(), "control-outage").await;

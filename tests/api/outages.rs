@@ -100,6 +100,7 @@ async fn an_unready_replica_degrades_reads_to_the_primary_or_fails_readiness_as_
             ("shard1".to_owned(), primary.port, "shard1".to_owned(), None),
         ],
         extra: format!("replica_fallback = \"{fallback}\""),
+        slots: Vec::new(),
         connect_timeout_ms: CONNECT_TIMEOUT_MS,
     };
     let lenient = TestApp::spawn(layout_for("control", "primary").settings(), "lenient").await;

@@ -257,6 +257,7 @@ pub async fn split_servers(prefix: &str) -> (Server, Server, Layout) {
             ("shard1".to_owned(), doomed.port, "shard1".to_owned(), None),
         ],
         extra: String::new(),
+        slots: Vec::new(),
         connect_timeout_ms: CONNECT_TIMEOUT_MS,
     };
     (main, doomed, layout)
@@ -283,6 +284,7 @@ pub async fn layout(extra: &str) -> Layout {
             ("shard1".to_owned(), c.shard1, shard, None),
         ],
         extra: extra.to_owned(),
+        slots: Vec::new(),
         connect_timeout_ms: CONNECT_TIMEOUT_MS,
     }
 }
@@ -294,6 +296,8 @@ pub struct Layout {
     /// (name, primary port, database, optional replica port)
     pub shards: Vec<(String, u16, String, Option<u16>)>,
     pub extra: String,
+    /// Each shard's `slots` value (TOML), in order; empty: auto-split.
+    pub slots: Vec<String>,
     /// Short, so that tests of silent servers stay quick; tests that load the machine
     /// heavily raise it, since a connect may then legitimately take longer.
     pub connect_timeout_ms: u64,
@@ -320,11 +324,14 @@ impl Layout {
             self.connect_timeout_ms + 500,
             self.extra
         );
-        for (name, port, db, replica) in &self.shards {
+        for (i, (name, port, db, replica)) in self.shards.iter().enumerate() {
             t += &format!(
                 "[[database.shards]]\nname = \"{name}\"\nprimary_url = \"{}\"\n",
                 url(*port, db)
             );
+            if let Some(slots) = self.slots.get(i) {
+                t += &format!("slots = {slots}\n");
+            }
             if let Some(r) = replica {
                 t += &format!("replica_url = \"{}\"\n", url(*r, db));
             }
@@ -345,6 +352,8 @@ pub fn test_options(instance: &str) -> ServeOptions {
         instance_name: instance.to_owned(),
         shard_timeout: Duration::from_millis(1500),
         replica_check_interval: Duration::from_millis(300),
+        // Nothing sits in front of a test's app: stopping need not wait for a proxy.
+        drain: Duration::ZERO,
         ..ServeOptions::default()
     }
 }
@@ -587,11 +596,17 @@ impl TestApp {
         json
     }
 
-    /// Stops accepting, drains, and waits for the server task.
-    pub async fn stop(mut self) {
+    /// Sends the server its shutdown signal (what SIGTERM is to `bookmarks serve`) and
+    /// returns at once.
+    pub fn begin_stop(&mut self) {
         if let Some(tx) = self.shutdown.take() {
             let _ = tx.send(());
         }
+    }
+
+    /// Stops accepting, drains, and waits for the server task.
+    pub async fn stop(mut self) {
+        self.begin_stop();
         let _ = (&mut self.server).await;
     }
 }
