@@ -1,8 +1,9 @@
 //! End to end through nginx on the real compose stack: two web replicas, control, shard0
 //! with its streaming replica, shard1. Runs the README walkthrough, checks placement in the
 //! shard containers, stops a shard, freezes (pauses) a shard primary, a replica and the
-//! control database, stops and kills a web replica under read load, and tears everything
-//! down.
+//! control database, restarts both web replicas and the worker and adds a third shard
+//! (the README's "Adding a shard") under a mixed load that must see no failed request, stops
+//! and kills a web replica under read load, and tears everything down.
 //!
 //! `BOOKMARKS_STACK_OFFLINE=1` adds docker-compose.offline.yml (local stand-in images, built
 //! by scripts/build-offline-images.sh, and the app image built from the Dockerfile by
@@ -12,6 +13,7 @@
 mod browser;
 #[path = "../common/mod.rs"]
 mod common;
+mod rolling;
 
 use std::collections::HashMap;
 use std::process::{Command, Output};
@@ -302,15 +304,16 @@ fn offline() -> bool {
     std::env::var("BOOKMARKS_STACK_OFFLINE").is_ok_and(|v| v == "1")
 }
 
-/// The README's walkthrough, as shell snippets, with the published port substituted.
-fn walkthrough(port: u16) -> Vec<String> {
+/// A README section's shell snippets (between `<!-- NAME:start -->` and `<!-- NAME:end -->`),
+/// with the published port substituted.
+fn readme_snippets(port: u16, name: &str) -> Vec<String> {
     let readme = std::fs::read_to_string(format!("{ROOT}/README.md")).unwrap();
     let start = readme
-        .find("<!-- walkthrough:start -->")
-        .expect("README has a walkthrough");
+        .find(&format!("<!-- {name}:start -->"))
+        .unwrap_or_else(|| panic!("README has a {name} section"));
     let end = readme
-        .find("<!-- walkthrough:end -->")
-        .expect("walkthrough ends");
+        .find(&format!("<!-- {name}:end -->"))
+        .unwrap_or_else(|| panic!("the {name} section ends"));
     readme[start..end]
         .split("```sh\n")
         .skip(1)
@@ -322,6 +325,43 @@ fn walkthrough(port: u16) -> Vec<String> {
                 .replace("localhost:8080", &format!("localhost:{port}"))
         })
         .collect()
+}
+
+/// Runs a README section verbatim in one shell, as a reader pastes it into one terminal
+/// (`env` stands for what earlier sections left in that shell); returns what it printed.
+fn run_readme(stack: &Stack, name: &str, env: &[(&str, &str)]) -> String {
+    let snippets = readme_snippets(stack.port, name);
+    assert!(!snippets.is_empty(), "{name}: no snippets");
+    // Each snippet announces itself on stderr, so that a failure names its snippet.
+    let script: String = snippets
+        .iter()
+        .enumerate()
+        .map(|(i, snippet)| format!("echo '== README snippet {}' >&2\n{snippet}\n", i + 1))
+        .collect();
+    // Bounded: a snippet that waits for recovery must not hang the suite.
+    let out = Command::new("timeout")
+        .current_dir(ROOT)
+        .args(["900", "bash", "-euo", "pipefail", "-c", &script])
+        .env("COMPOSE_PROJECT_NAME", &stack.project)
+        .env("COMPOSE_FILE", stack.files.join(":"))
+        .env("BOOKMARKS_HTTP_PORT", stack.port.to_string())
+        .envs(env.iter().copied())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let failed_in = stderr
+        .lines()
+        .filter_map(|l| l.strip_prefix("== README snippet "))
+        .next_back()
+        .and_then(|n| n.parse::<usize>().ok())
+        .and_then(|n| snippets.get(n - 1));
+    assert!(
+        out.status.success(),
+        "the README's {name} failed in:\n{}\nstdout: {}\nstderr: {stderr}",
+        failed_in.map_or("(before the first snippet)", |s| s.as_str()),
+        String::from_utf8_lossy(&out.stdout),
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 /// Sends GETs through nginx until `stop` is set; returns (sent, failed, examples of failures).
@@ -590,43 +630,10 @@ async fn the_compose_stack_serves_through_nginx_survives_outages_and_tears_down_
         "en_US.utf8"
     );
 
-    // The README walkthrough, verbatim.
-    let snippets = walkthrough(port);
-    assert!(
-        snippets.len() >= 4,
-        "walkthrough snippets found: {}",
-        snippets.len()
-    );
-    // One shell for all of them, as a reader pastes them into one terminal: the keys made
-    // by the first snippet are used by the others. Each snippet announces itself on stderr.
-    let script: String = snippets
-        .iter()
-        .enumerate()
-        .map(|(i, snippet)| format!("echo '== README snippet {}' >&2\n{snippet}\n", i + 1))
-        .collect();
-    // Bounded: a snippet that waits for recovery must not hang the suite.
-    let out = Command::new("timeout")
-        .current_dir(ROOT)
-        .args(["900", "bash", "-euo", "pipefail", "-c", &script])
-        .env("COMPOSE_PROJECT_NAME", &project)
-        .env("COMPOSE_FILE", stack.files.join(":"))
-        .env("BOOKMARKS_HTTP_PORT", port.to_string())
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    let failed_in = stderr
-        .lines()
-        .filter_map(|l| l.strip_prefix("== README snippet "))
-        .next_back()
-        .and_then(|n| n.parse::<usize>().ok())
-        .and_then(|n| snippets.get(n - 1));
-    assert!(
-        out.status.success(),
-        "the README walkthrough failed in:\n{}\nstdout: {}\nstderr: {stderr}",
-        failed_in.map_or("(before the first snippet)", |s| s.as_str()),
-        String::from_utf8_lossy(&out.stdout),
-    );
-    let said = String::from_utf8_lossy(&out.stdout);
+    // The README walkthrough, verbatim: the keys made by its first snippet are used by
+    // the others.
+    assert!(readme_snippets(port, "walkthrough").len() >= 4);
+    let said = run_readme(&stack, "walkthrough", &[]);
     assert!(
         said.contains("\"missing_credentials\"") && said.contains("\"tenant_mismatch\""),
         "the walkthrough shows a request without a key and one with another tenant's: {said}"
@@ -928,6 +935,8 @@ async fn the_compose_stack_serves_through_nginx_survives_outages_and_tears_down_
 
     partitions_cost_one_timeout_then_fail_fast(&stack).await;
 
+    rolling::deploys_and_a_third_shard_fail_no_request(&stack).await;
+
     // A web replica leaving, gracefully and not: readers never notice.
     no_get_fails_while(&stack, "docker compose stop web1", || {
         stack.compose(&["stop", "web1"]);
@@ -945,7 +954,16 @@ async fn the_compose_stack_serves_through_nginx_survives_outages_and_tears_down_
     })
     .await;
 
-    // Teardown leaves nothing behind.
+    // Teardown leaves nothing behind. The third shard's service is behind a profile this
+    // project's files do not enable, so `down` would not see its container.
+    stack.compose(&[
+        "--profile",
+        "shard2",
+        "rm",
+        "--stop",
+        "--force",
+        "postgres-shard-2",
+    ]);
     compose.down().await.expect("docker compose down -v");
     let label = format!("label=com.docker.compose.project={project}");
     for kind in [["ps", "-aq"], ["volume", "ls"], ["network", "ls"]] {

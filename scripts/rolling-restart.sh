@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# A deploy without a failed request: restarts the web replicas one at a time, then the
+# worker, each recreated from the current compose files (so a changed topology or image is
+# picked up), each waited for before the next goes.
+#
+#   scripts/rolling-restart.sh              # web1, web2, then worker
+#   scripts/rolling-restart.sh web2         # just these, in this order
+#
+# Uses the compose project and files of the environment, as `docker compose` does
+# (COMPOSE_FILE, COMPOSE_PROJECT_NAME, .env). Why no request fails: a replica told to stop
+# drains before it refuses connections, and nginx sends what could not be delivered to the
+# other one (nginx/default.conf, app/web/drain.rs). Never restart both replicas at once.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+[ $# -gt 0 ] || set -- web1 web2 worker
+READY_WITHIN=${READY_WITHIN:-120}
+
+say() { echo "rolling-restart: $*" >&2; }
+address_of() {
+	local id
+	id=$(docker compose ps -q "$1")
+	[ -n "$id" ] || return 0
+	docker inspect -f '{{range .NetworkSettings.Networks}}{{.IPAddress}} {{end}}' "$id"
+}
+
+for service in "$@"; do
+	case $service in
+	web1 | web2 | worker) ;;
+	*)
+		say "unknown service $service (web1, web2 or worker)"
+		exit 2
+		;;
+	esac
+	before=$(address_of "$service")
+	started=$SECONDS
+	say "$service: stopping (it drains, then finishes its requests) and starting it again"
+	docker compose up -d --no-deps --force-recreate "$service"
+	if [ "$service" = worker ]; then
+		# No HTTP: running is all there is to wait for.
+		until [ "$(docker compose ps --format '{{.State}}' worker)" = running ]; do
+			[ $((SECONDS - started)) -lt "$READY_WITHIN" ] || { say "worker is not running"; exit 1; }
+			sleep 1
+		done
+	else
+		until docker compose exec -T "$service" curl -fsS -o /dev/null http://127.0.0.1:3000/ready 2>/dev/null; do
+			if [ $((SECONDS - started)) -ge "$READY_WITHIN" ]; then
+				say "$service is not ready after ${READY_WITHIN}s; stopping here, the other replica still serves"
+				docker compose exec -T "$service" curl -sS http://127.0.0.1:3000/ready >&2 || true
+				exit 1
+			fi
+			sleep 1
+		done
+		after=$(address_of "$service")
+		if [ "$after" != "$before" ]; then
+			# nginx resolved the replica's name when it started: tell it the new address.
+			say "$service has a new address ($before-> $after): reloading nginx"
+			docker compose exec -T nginx nginx -s reload
+		fi
+	fi
+	say "$service: back in $((SECONDS - started))s"
+done
