@@ -352,12 +352,11 @@ impl Application {
         let tasks = self.spawn_tasks();
         tracing::info!(addr = %self.local_addr(), instance = self.background.instance.as_str(), "serving");
         let (listener, close, closed) = ClosingListener::new(self.listener)?;
-        let (stopping_tx, stopping) = tokio::sync::oneshot::channel();
+        let connections = listener.connections();
         let (draining, drain) = (self.draining.clone(), self.drain);
         tokio::spawn(async move {
             shutdown.await;
             draining.start();
-            let _ = stopping_tx.send(());
             tracing::info!(
                 drain_ms = drain.as_millis() as u64,
                 "stopping: not ready, closing each connection after its response; then \
@@ -370,25 +369,33 @@ impl Application {
             listener,
             axum::ServiceExt::<axum::extract::Request>::into_make_service(self.router),
         )
-        .with_graceful_shutdown(async {
-            let _ = closed.await;
-        })
         .into_future();
-        // The request timeout ends every request; this bounds a client that holds a
-        // connection without finishing a request.
+        // No graceful shutdown of hyper's: every connection ends by itself once the listener
+        // is closed (each response says `Connection: close`, the proxy retired its idle ones),
+        // so waiting for none to be open is waiting for the requests in flight. The request
+        // timeout ends every request; the bound is for a client that holds a connection
+        // without finishing a request.
         let in_flight_bound = self.request_timeout + Duration::from_secs(1);
-        let bound = async move {
-            if stopping.await.is_err() {
+        let leaving = async move {
+            if closed.await.is_err() {
                 std::future::pending::<()>().await;
             }
-            tokio::time::sleep(drain + in_flight_bound).await;
+            let open = connections.count();
+            tokio::select! {
+                () = connections.all_closed() => {
+                    tracing::info!(finished = open, "every connection closed");
+                }
+                () = tokio::time::sleep(in_flight_bound) => {
+                    tracing::warn!(
+                        still_open = connections.count(),
+                        "connections still open after the request timeout; leaving them"
+                    );
+                }
+            }
         };
         let result = tokio::select! {
             result = serve => result,
-            () = bound => {
-                tracing::warn!("connections still open after the request timeout; leaving them");
-                Ok(())
-            }
+            () = leaving => Ok(()),
         };
         tasks.iter().for_each(|t| t.abort());
         tracing::info!("stopped");

@@ -13,15 +13,21 @@
 //! 2. **Closing the listener**: what the kernel has already queued is taken first, then the
 //!    socket is closed, so that every later connection attempt is *refused*, which the
 //!    proxy knows was never delivered and sends to the other replica, whatever the method.
-//! 3. **Finishing** what is in flight (bounded by the request timeout), then exiting.
+//! 3. **Finishing** what is in flight (bounded by the request timeout), then exiting. Every
+//!    connection now ends by itself after its response ([`OpenConnections`] counts them),
+//!    so none is cut: hyper's own graceful shutdown would drop a connection whose request
+//!    it has not read yet, and under load one accepted just before the close often has not.
 
 use std::collections::VecDeque;
 use std::io;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::task::{Context, Poll};
 
 use axum::http::HeaderValue;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Notify, oneshot};
 
@@ -44,14 +50,106 @@ impl Draining {
     }
 }
 
+/// How many accepted connections are still open.
+#[derive(Clone, Default)]
+pub struct OpenConnections(Arc<Counted>);
+
+#[derive(Default)]
+struct Counted {
+    open: AtomicUsize,
+    none_left: Notify,
+}
+
+impl OpenConnections {
+    pub fn count(&self) -> usize {
+        self.0.open.load(Ordering::Acquire)
+    }
+
+    /// Resolves once no accepted connection is open.
+    pub async fn all_closed(&self) {
+        loop {
+            let none_left = self.0.none_left.notified();
+            tokio::pin!(none_left);
+            none_left.as_mut().enable();
+            if self.count() == 0 {
+                return;
+            }
+            none_left.await;
+        }
+    }
+
+    fn track(&self, stream: TcpStream) -> Connection {
+        self.0.open.fetch_add(1, Ordering::AcqRel);
+        Connection {
+            stream,
+            open: self.clone(),
+        }
+    }
+}
+
+/// An accepted connection, counted in [`OpenConnections`] until it is dropped.
+pub struct Connection {
+    stream: TcpStream,
+    open: OpenConnections,
+}
+
+impl Drop for Connection {
+    fn drop(&mut self) {
+        if self.open.0.open.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.open.0.none_left.notify_waiters();
+        }
+    }
+}
+
+impl AsyncRead for Connection {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.stream).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for Connection {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.stream).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.stream).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.stream.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.stream).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.stream).poll_shutdown(cx)
+    }
+}
+
 /// A TCP listener that can be closed from outside (step 2 above) while the server keeps
-/// serving the connections it accepted; tells the server when nothing more will come.
+/// serving the connections it accepted; counts them, and says when it has closed.
 pub struct ClosingListener {
     open: Option<TcpListener>,
     addr: SocketAddr,
     close: Arc<Notify>,
     accepted_before_close: VecDeque<(TcpStream, SocketAddr)>,
     closed: Option<oneshot::Sender<()>>,
+    connections: OpenConnections,
 }
 
 /// Closes a [`ClosingListener`].
@@ -77,8 +175,14 @@ impl ClosingListener {
             close: close.clone(),
             accepted_before_close: VecDeque::new(),
             closed: Some(closed_tx),
+            connections: OpenConnections::default(),
         };
         Ok((me, CloseHandle(close), closed_rx))
+    }
+
+    /// The connections it accepted that are still open.
+    pub fn connections(&self) -> OpenConnections {
+        self.connections.clone()
     }
 
     /// Takes every connection the kernel has already completed, then closes the socket.
@@ -128,13 +232,13 @@ enum Next {
 }
 
 impl axum::serve::Listener for ClosingListener {
-    type Io = TcpStream;
+    type Io = Connection;
     type Addr = SocketAddr;
 
-    async fn accept(&mut self) -> (TcpStream, SocketAddr) {
+    async fn accept(&mut self) -> (Connection, SocketAddr) {
         loop {
-            if let Some(conn) = self.accepted_before_close.pop_front() {
-                return conn;
+            if let Some((stream, peer)) = self.accepted_before_close.pop_front() {
+                return (self.connections.track(stream), peer);
             }
             let Some(listener) = &self.open else {
                 if let Some(closed) = self.closed.take() {
@@ -149,7 +253,9 @@ impl axum::serve::Listener for ClosingListener {
             };
             match next {
                 Next::Close => self.close_now(),
-                Next::Accepted(Ok(conn)) => return conn,
+                Next::Accepted(Ok((stream, peer))) => {
+                    return (self.connections.track(stream), peer);
+                }
                 Next::Accepted(Err(e)) if is_connection_error(&e) => {}
                 Next::Accepted(Err(e)) => {
                     // Out of file descriptors, most likely: give connections time to close.
@@ -183,19 +289,21 @@ mod tests {
     async fn a_closed_listener_hands_out_what_was_queued_then_refuses_connections() {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let (mut listener, close, closed) = ClosingListener::new(listener).unwrap();
+        let connections = listener.connections();
         let addr = listener.local_addr().unwrap();
         let first = TcpStream::connect(addr).await.unwrap();
-        let (_served, peer) = listener.accept().await;
+        let (served_first, peer) = listener.accept().await;
         assert_eq!(peer, first.local_addr().unwrap());
         // Completed by the kernel, not yet accepted by the server, when the close comes.
         let queued = TcpStream::connect(addr).await.unwrap();
         close.close();
-        let (_served, peer) = listener.accept().await;
+        let (served_queued, peer) = listener.accept().await;
         assert_eq!(
             peer,
             queued.local_addr().unwrap(),
             "the queued one is served"
         );
+        assert_eq!(connections.count(), 2);
         let refused = TcpStream::connect(addr).await;
         assert_eq!(
             refused.unwrap_err().kind(),
@@ -210,5 +318,15 @@ mod tests {
             .expect("the server is told nothing more will come");
         assert!(!waiting.is_finished(), "and accept never returns again");
         waiting.abort();
+        drop(served_first);
+        let all_closed = connections.all_closed();
+        tokio::pin!(all_closed);
+        assert!(
+            futures::poll!(all_closed.as_mut()).is_pending(),
+            "one connection is still open"
+        );
+        drop(served_queued);
+        all_closed.await;
+        assert_eq!(connections.count(), 0);
     }
 }

@@ -6,6 +6,7 @@
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::support::*;
 
@@ -58,14 +59,27 @@ async fn a_stopping_replica_turns_unready_closes_each_connection_after_its_respo
         "and no connection is kept for a next request"
     );
 
+    // A connection accepted during the drain whose request has not arrived (or not been
+    // read) when the listener closes: it is served, not cut.
+    let addr = app.base.trim_start_matches("http://").to_owned();
+    let mut late = tokio::net::TcpStream::connect(&addr).await.unwrap();
+
     tokio::time::sleep((drain + Duration::from_millis(300)).saturating_sub(stopped_at.elapsed()))
         .await;
-    let addr = app.base.trim_start_matches("http://").to_owned();
     let refused = tokio::net::TcpStream::connect(&addr).await;
     assert_eq!(
         refused.map(drop).unwrap_err().kind(),
         std::io::ErrorKind::ConnectionRefused,
         "after the drain, a new connection is refused (not accepted and dropped)"
+    );
+    late.write_all(b"GET /health HTTP/1.1\r\nhost: leaving\r\n\r\n")
+        .await
+        .unwrap();
+    let mut answer = String::new();
+    late.read_to_string(&mut answer).await.unwrap();
+    assert!(
+        answer.starts_with("HTTP/1.1 200") && answer.contains("connection: close"),
+        "the request that came late on an accepted connection is answered: {answer:?}"
     );
     assert!(
         !app.server.is_finished(),
