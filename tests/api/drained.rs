@@ -42,14 +42,7 @@ async fn a_drained_shard_answers_every_endpoint_and_takes_a_tenant_and_gives_it_
         matches!(app.get("/ready").send().await, Ok(r) if r.status() == 200)
     })
     .await;
-    let ready: Value = app
-        .get("/ready")
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let ready = app.json("/ready").await;
     let shard2 = &ready["components"]["db:shard:shard2"];
     assert!(up, "ready with a drained shard: {ready}");
     assert_eq!(shard2["status"], "UP", "{ready}");

@@ -275,8 +275,8 @@ pub async fn deploys_and_a_third_shard_fail_no_request(stack: &Stack) {
 
     assert!(said.contains("left on shard0: 0"), "{said}");
     assert!(
-        said.contains("\"shard\": \"shard2\"") || said.contains("shard2"),
-        "bookmarks slots names shard2: {said}"
+        said.contains(r#""edit": "slots = [\"3072-8191\"]""#),
+        "bookmarks slots prints the autumn.toml line for shard2: {said}"
     );
     let stats: Value = stack
         .get("/api/stats")
