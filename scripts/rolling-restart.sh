@@ -33,7 +33,11 @@ for service in "$@"; do
 	esac
 	before=$(address_of "$service")
 	started=$SECONDS
-	say "$service: stopping (it drains, then finishes its requests) and starting it again"
+	if [ "$service" = worker ]; then
+		say "worker: stopping and starting it again (a job it was running is taken up again once its lease runs out)"
+	else
+		say "$service: stopping (it drains, then finishes its requests) and starting it again"
+	fi
 	docker compose up -d --no-deps --force-recreate "$service"
 	if [ "$service" = worker ]; then
 		# No HTTP: running is all there is to wait for.
