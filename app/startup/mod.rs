@@ -45,6 +45,11 @@ pub const DEFAULT_MAX_IN_FLIGHT: usize = 1024;
 /// See [`ServeOptions::drain`]: nginx's upstream `keepalive_timeout` is 2 s.
 pub const DEFAULT_DRAIN: Duration = Duration::from_secs(3);
 
+/// How long a stopping server waits, after closing its listener, for the connections it
+/// accepted to deliver their first bytes (a client that connected and sent nothing is then
+/// closed).
+const UNREAD_GRACE: Duration = Duration::from_secs(1);
+
 /// How the server is run (as opposed to what it talks to, which is [`Settings`]).
 #[derive(Debug, Clone)]
 pub struct ServeOptions {
@@ -354,9 +359,11 @@ impl Application {
         let (listener, close, closed) = ClosingListener::new(self.listener)?;
         let connections = listener.connections();
         let (draining, drain) = (self.draining.clone(), self.drain);
+        let (stopping_tx, stopping) = tokio::sync::oneshot::channel::<()>();
         tokio::spawn(async move {
             shutdown.await;
             draining.start();
+            let _ = stopping_tx.send(());
             tracing::info!(
                 drain_ms = drain.as_millis() as u64,
                 "stopping: not ready, closing each connection after its response; then \
@@ -365,33 +372,32 @@ impl Application {
             tokio::time::sleep(drain).await;
             close.close();
         });
+        // hyper's graceful shutdown (idle connections closed, busy ones finished) starts
+        // only once every accepted connection has delivered its first bytes: it would drop
+        // one it has not read from yet, whose request the proxy has already sent.
+        let all_read = connections.clone();
         let serve = axum::serve(
             listener,
             axum::ServiceExt::<axum::extract::Request>::into_make_service(self.router),
         )
+        .with_graceful_shutdown(async move {
+            if closed.await.is_ok() {
+                let _ = tokio::time::timeout(UNREAD_GRACE, all_read.all_read()).await;
+            }
+        })
         .into_future();
-        // No graceful shutdown of hyper's: every connection ends by itself once the listener
-        // is closed (each response says `Connection: close`, the proxy retired its idle ones),
-        // so waiting for none to be open is waiting for the requests in flight. The request
-        // timeout ends every request; the bound is for a client that holds a connection
-        // without finishing a request.
+        // The request timeout ends every request; the bound is for a client that holds a
+        // connection without finishing a request.
         let in_flight_bound = self.request_timeout + Duration::from_secs(1);
         let leaving = async move {
-            if closed.await.is_err() {
+            if stopping.await.is_err() {
                 std::future::pending::<()>().await;
             }
-            let open = connections.count();
-            tokio::select! {
-                () = connections.all_closed() => {
-                    tracing::info!(finished = open, "every connection closed");
-                }
-                () = tokio::time::sleep(in_flight_bound) => {
-                    tracing::warn!(
-                        still_open = connections.count(),
-                        "connections still open after the request timeout; leaving them"
-                    );
-                }
-            }
+            tokio::time::sleep(drain + UNREAD_GRACE + in_flight_bound).await;
+            tracing::warn!(
+                still_open = connections.count(),
+                "connections still open after the request timeout; leaving them"
+            );
         };
         let result = tokio::select! {
             result = serve => result,

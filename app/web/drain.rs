@@ -13,10 +13,12 @@
 //! 2. **Closing the listener**: what the kernel has already queued is taken first, then the
 //!    socket is closed, so that every later connection attempt is *refused*, which the
 //!    proxy knows was never delivered and sends to the other replica, whatever the method.
-//! 3. **Finishing** what is in flight (bounded by the request timeout), then exiting. Every
-//!    connection now ends by itself after its response ([`OpenConnections`] counts them),
-//!    so none is cut: hyper's own graceful shutdown would drop a connection whose request
-//!    it has not read yet, and under load one accepted just before the close often has not.
+//! 3. **Finishing** what is in flight (bounded by the request timeout), then exiting.
+//!    hyper's graceful shutdown closes idle connections and lets busy ones finish, but it
+//!    also drops a connection whose first bytes it has not read yet, and under load one
+//!    accepted just before the close often has not. So it is started only once every
+//!    accepted connection has delivered its first bytes or closed ([`OpenConnections`]
+//!    counts both), and the server returns when none is left.
 
 use std::collections::VecDeque;
 use std::io;
@@ -57,7 +59,9 @@ pub struct OpenConnections(Arc<Counted>);
 #[derive(Default)]
 struct Counted {
     open: AtomicUsize,
-    none_left: Notify,
+    /// Open and not a byte read from yet.
+    unread: AtomicUsize,
+    changed: Notify,
 }
 
 impl OpenConnections {
@@ -67,23 +71,39 @@ impl OpenConnections {
 
     /// Resolves once no accepted connection is open.
     pub async fn all_closed(&self) {
+        self.until(|c| c.open.load(Ordering::Acquire) == 0).await;
+    }
+
+    /// Resolves once every open connection has delivered bytes (its request is being read).
+    pub async fn all_read(&self) {
+        self.until(|c| c.unread.load(Ordering::Acquire) == 0).await;
+    }
+
+    async fn until(&self, done: impl Fn(&Counted) -> bool) {
         loop {
-            let none_left = self.0.none_left.notified();
-            tokio::pin!(none_left);
-            none_left.as_mut().enable();
-            if self.count() == 0 {
+            let changed = self.0.changed.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            if done(&self.0) {
                 return;
             }
-            none_left.await;
+            changed.await;
         }
     }
 
     fn track(&self, stream: TcpStream) -> Connection {
         self.0.open.fetch_add(1, Ordering::AcqRel);
+        self.0.unread.fetch_add(1, Ordering::AcqRel);
         Connection {
             stream,
             open: self.clone(),
+            unread: true,
         }
+    }
+
+    fn first_bytes(&self) {
+        self.0.unread.fetch_sub(1, Ordering::AcqRel);
+        self.0.changed.notify_waiters();
     }
 }
 
@@ -91,13 +111,16 @@ impl OpenConnections {
 pub struct Connection {
     stream: TcpStream,
     open: OpenConnections,
+    unread: bool,
 }
 
 impl Drop for Connection {
     fn drop(&mut self) {
-        if self.open.0.open.fetch_sub(1, Ordering::AcqRel) == 1 {
-            self.open.0.none_left.notify_waiters();
+        if self.unread {
+            self.open.0.unread.fetch_sub(1, Ordering::AcqRel);
         }
+        self.open.0.open.fetch_sub(1, Ordering::AcqRel);
+        self.open.0.changed.notify_waiters();
     }
 }
 
@@ -107,7 +130,13 @@ impl AsyncRead for Connection {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.stream).poll_read(cx, buf)
+        let before = buf.filled().len();
+        let read = Pin::new(&mut self.stream).poll_read(cx, buf);
+        if self.unread && buf.filled().len() > before {
+            self.unread = false;
+            self.open.first_bytes();
+        }
+        read
     }
 }
 

@@ -131,10 +131,9 @@ async fn after_losing_its_listener_a_process_forgets_what_changed_while_it_was_a
     );
     let flushes_before = actuator(&app).await.0["flushes"].as_u64().unwrap();
 
-    // Cut the listener's session, and change the pin before it can reconnect (its first
-    // retry waits 250 ms).
-    cut_control_listener(&layout).await;
-    pin_by_sql(&layout, &tenant, pinned).await;
+    // Cut the listener's session, and change the pin in the same round trip, before it can
+    // reconnect (its first retry waits 250 ms).
+    cut_control_listener_then(&layout, &pin_sql(&tenant, pinned)).await;
     let changed_at = directory_row_changed_at(&layout, &tenant).await;
 
     // Well before the 30 s TTL, the reconnected listener has flushed the stale entry.

@@ -96,14 +96,15 @@ pub async fn directory_row_changed_at(layout: &Layout, tenant: &str) -> Rows {
 
 /// Places `tenant` on `shard` with a raw SQL write, as an operator in psql would.
 pub async fn pin_by_sql(layout: &Layout, tenant: &str, shard: &str) {
-    on_control(
-        layout,
-        &format!(
-            "INSERT INTO _autumn_shard_directory (tenant_key, shard_name) VALUES ('{tenant}', '{shard}') \
-             ON CONFLICT (tenant_key) DO UPDATE SET shard_name = EXCLUDED.shard_name"
-        ),
+    on_control(layout, &pin_sql(tenant, shard)).await;
+}
+
+/// The raw SQL write of [`pin_by_sql`].
+pub fn pin_sql(tenant: &str, shard: &str) -> String {
+    format!(
+        "INSERT INTO _autumn_shard_directory (tenant_key, shard_name) VALUES ('{tenant}', '{shard}') \
+         ON CONFLICT (tenant_key) DO UPDATE SET shard_name = EXCLUDED.shard_name"
     )
-    .await;
 }
 
 /// Removes `tenant`'s directory row with a raw SQL write.
@@ -179,10 +180,16 @@ pub async fn directory_row_count(layout: &Layout, tenant: &str) -> Rows {
     .await
 }
 
-/// Cuts the control listener's session on `layout`'s control database (as a network blip
-/// would) and waits until it is gone; returns when the cut happened, as the server's clock
-/// reads it. Exactly one listener session must exist.
+/// Ends the control listener's session; returns the server's time just before.
 pub async fn cut_control_listener(layout: &Layout) -> String {
+    cut_control_listener_then(layout, "").await
+}
+
+/// Ends the control listener's session and runs `then` in the same round trip, so that
+/// `then` (a change the listener must not hear of) is committed while the listener is away,
+/// however slow the machine: its first reconnect waits 250 ms. Returns the server's time
+/// before `then`, and waits until the ended session is gone (a new one may already be up).
+pub async fn cut_control_listener_then(layout: &Layout, then: &str) -> String {
     let listener = format!(
         "FROM pg_stat_activity WHERE application_name = 'bookmarks-directory-listener' \
          AND datname = '{}'",
@@ -190,14 +197,19 @@ pub async fn cut_control_listener(layout: &Layout) -> String {
     );
     let killed = on_control(
         layout,
-        &format!("SELECT now()::text, pg_terminate_backend(pid) {listener}"),
+        &format!("SELECT now()::text, pid::text, pg_terminate_backend(pid) {listener}; {then}"),
     )
     .await;
     assert_eq!(killed.len(), 1, "exactly one listener session");
-    let gone = crate::common::eventually(std::time::Duration::from_secs(2), || async {
-        on_control(layout, &format!("SELECT pid {listener}"))
-            .await
-            .is_empty()
+    let pid = killed[0][1].clone().unwrap();
+    let gone = crate::common::eventually(std::time::Duration::from_secs(5), || async {
+        first(
+            &on_control(
+                layout,
+                &format!("SELECT count(*) FROM pg_stat_activity WHERE pid = {pid}"),
+            )
+            .await,
+        ) == "0"
     })
     .await;
     assert!(gone, "the listener's session ended");
