@@ -2,7 +2,8 @@
 //! `--plot`. `src/main.rs` parses [`Args`] and calls [`main`].
 //!
 //! Exit codes: 0 the run finished (whatever the server answered), 1 an output file could
-//! not be written, 2 bad flags (the message names the flag).
+//! not be written, 2 bad flags (the message names the flag), 3 `--verify` found a lost,
+//! phantom or misplaced write, or could not read everything back.
 
 use std::fs::File;
 use std::io::{IsTerminal, Write};
@@ -14,7 +15,7 @@ use clap::{ArgGroup, Parser};
 
 use super::mix::{DEFAULT_MIX, Mix};
 use super::population::Whale;
-use super::{Config, Load, plot};
+use super::{Config, Load, VerifyConfig, plot};
 
 /// `--max-in-flight` when not given.
 pub const DEFAULT_MAX_IN_FLIGHT: usize = 256;
@@ -85,6 +86,33 @@ pub struct Args {
     /// No progress line (it is only drawn when stderr is a terminal anyway).
     #[arg(long)]
     pub quiet: bool,
+    /// Record every write and its outcome; after the run read every tenant written to
+    /// back and report lost, phantom and misplaced writes (exit status 3 if any).
+    #[arg(long)]
+    pub verify: bool,
+    /// Also read this shard primary directly to find misplaced rows, e.g.
+    /// shard0=postgres://app:app@localhost:5433/bookmarks (repeatable; implies --verify).
+    #[arg(long = "verify-shard", value_name = "NAME=URL", value_parser = shard_url)]
+    pub verify_shards: Vec<(String, String)>,
+    /// With --verify: wait this long after the last request before reading back.
+    #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
+    pub settle: Duration,
+    /// With --verify: retry a tenant's failing read-back for this long before giving up.
+    #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
+    pub verify_patience: Duration,
+    /// Write one JSON line per request to this file: unix_ms (when it was due), tenant, op,
+    /// status or error, ms, shard.
+    #[arg(long, value_name = "FILE.jsonl")]
+    pub events: Option<PathBuf>,
+}
+
+/// `NAME=URL` of `--verify-shard`.
+fn shard_url(s: &str) -> Result<(String, String), String> {
+    let (name, url) = s
+        .split_once('=')
+        .filter(|(n, u)| !n.is_empty() && !u.is_empty())
+        .ok_or_else(|| format!("{s:?} is not NAME=URL (e.g. shard0=postgres://…)"))?;
+    Ok((name.to_owned(), url.to_owned()))
 }
 
 impl Args {
@@ -114,6 +142,11 @@ impl Args {
             requests: self.requests,
             timeout: self.timeout,
             progress: !self.quiet && std::io::stderr().is_terminal(),
+            verify: (self.verify || !self.verify_shards.is_empty()).then(|| VerifyConfig {
+                settle: self.settle,
+                patience: self.verify_patience,
+                shards: self.verify_shards.clone(),
+            }),
         }
     }
 }
@@ -140,9 +173,14 @@ pub fn main(args: Args) -> ExitCode {
         eprintln!("loadgen: {e}");
         return ExitCode::from(2);
     }
-    let (json, svg) = match (create("--json", &args.json), create("--plot", &args.plot)) {
-        (Ok(j), Ok(p)) => (j, p),
-        (Err(e), _) | (_, Err(e)) => {
+    let files = (
+        create("--json", &args.json),
+        create("--plot", &args.plot),
+        create("--events", &args.events),
+    );
+    let (json, svg, events) = match files {
+        (Ok(j), Ok(p), Ok(e)) => (j, p, e),
+        (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => {
             eprintln!("loadgen: {e}");
             return ExitCode::from(2);
         }
@@ -157,7 +195,7 @@ pub fn main(args: Args) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let report = match runtime.block_on(super::run(&config)) {
+    let report = match runtime.block_on(super::run_with_events(&config, events)) {
         Ok(r) => r,
         Err(e) => {
             eprintln!("loadgen: {e}");
@@ -174,6 +212,7 @@ pub fn main(args: Args) -> ExitCode {
     let written = write("--json", json, &report.to_json())
         .and_then(|()| write("--plot", svg, &plot::svg(&report)));
     match written {
+        Ok(()) if report.verdict.as_ref().is_some_and(|v| !v.passed()) => ExitCode::from(3),
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("loadgen: {e}");

@@ -4,6 +4,8 @@
 //! closed loop (a fixed number of workers); and the HTTP calls themselves, over one client
 //! that reuses connections.
 
+use std::fs::File;
+use std::io::{BufWriter, Write as _};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -21,6 +23,7 @@ use super::mix::{Mix, Op};
 use super::population::Population;
 use super::progress::Line;
 use super::report::{Ending, PrefillSummary, Recorder};
+use super::verify::{History, Outcome, Write, WriteKind, classify};
 
 /// Ids remembered per tenant, at most (for get, update and delete).
 const KNOWN_IDS_CAP: usize = 4096;
@@ -43,12 +46,25 @@ pub struct Shared {
     /// Makes this run's created URLs differ from an earlier run's with the same seed.
     run_tag: u128,
     created: AtomicU64,
+    updated: AtomicU64,
     recorder: Arc<Recorder>,
     progress: bool,
+    /// Every write and its outcome, with `--verify`.
+    history: Option<History>,
+    /// One JSON line per request, with `--events`.
+    events: Option<Mutex<BufWriter<File>>>,
+    /// The clock of the history's intervals.
+    born: Instant,
+    /// Wall-clock time of `born`, in Unix milliseconds (the events' `unix_ms`).
+    born_unix_ms: u128,
+    /// When the measured load started, in µs since `born`.
+    load_start_us: AtomicU64,
 }
 
 /// What one request came back with.
 struct Answer {
+    /// The operation sent (a list when the one picked needed an id and none was known).
+    op: Op,
     ending: Ending,
     shard: Option<String>,
 }
@@ -71,6 +87,7 @@ impl Shared {
         config: &Config,
         population: Population,
         keys: Vec<reqwest::header::HeaderValue>,
+        events: Option<File>,
     ) -> Result<Self, reqwest::Error> {
         let client = reqwest::Client::builder()
             .timeout(config.timeout)
@@ -78,6 +95,10 @@ impl Shared {
             .user_agent("bookmarks-loadgen")
             .redirect(reqwest::redirect::Policy::none())
             .build()?;
+        let now_unix_ms = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_millis())
+            .unwrap_or(0);
         Ok(Shared {
             client,
             api: format!("{}/api/bookmarks", config.base()),
@@ -87,11 +108,14 @@ impl Shared {
                 .map(|_| Mutex::new(Vec::new()))
                 .collect(),
             url_prefix: format!("https://example.com/{}", config.seed),
-            run_tag: SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .map(|d| d.as_millis())
-                .unwrap_or(0),
+            run_tag: now_unix_ms,
             created: AtomicU64::new(0),
+            updated: AtomicU64::new(0),
+            history: config.verify.is_some().then(History::default),
+            events: events.map(|f| Mutex::new(BufWriter::new(f))),
+            born: Instant::now(),
+            born_unix_ms: now_unix_ms,
+            load_start_us: AtomicU64::new(0),
             recorder: Arc::new(Recorder::new(
                 population.names(),
                 population.whales().len(),
@@ -105,7 +129,7 @@ impl Shared {
     }
 
     /// `request` as `tenant` sends it: its header, and its key when it has one.
-    fn as_tenant(
+    pub(crate) fn as_tenant(
         &self,
         request: reqwest::RequestBuilder,
         tenant: usize,
@@ -123,6 +147,86 @@ impl Shared {
 
     fn name(&self, tenant: usize) -> &str {
         &self.population.names()[tenant]
+    }
+
+    pub(crate) fn tenant_name(&self, tenant: usize) -> &str {
+        self.name(tenant)
+    }
+
+    pub(crate) fn client(&self) -> &reqwest::Client {
+        &self.client
+    }
+
+    /// `{base}/api/bookmarks`
+    pub(crate) fn api(&self) -> &str {
+        &self.api
+    }
+
+    pub(crate) fn population(&self) -> &Population {
+        &self.population
+    }
+
+    /// The writes recorded so far (`--verify`).
+    pub fn history(&self) -> Option<&History> {
+        self.history.as_ref()
+    }
+
+    /// The prefix of every URL this run's creates use (prefill excepted).
+    pub fn run_urls(&self) -> String {
+        format!("{}/run-{}/", self.url_prefix, self.run_tag)
+    }
+
+    /// Appends one request's line to `--events`: when it was due (Unix ms), what it was,
+    /// how it ended and how long it took.
+    fn note_event(&self, tenant: usize, answer: &Answer, at: Duration, latency: Option<Duration>) {
+        let Some(events) = &self.events else {
+            return;
+        };
+        let due = self.born_unix_ms + (self.run_start_offset() + at).as_millis();
+        let line = json!({
+            "unix_ms": due as u64,
+            "tenant": self.name(tenant),
+            "op": answer.op.name(),
+            "status": match answer.ending { Ending::Status(s) => Some(s), _ => None },
+            "error": answer.ending.error_label(),
+            "ms": latency.map(|l| l.as_secs_f64() * 1000.0),
+            "shard": answer.shard,
+        });
+        let mut out = events.lock().unwrap_or_else(|p| p.into_inner());
+        let _ = writeln!(out, "{line}");
+    }
+
+    /// Marks the start of the measured load (after prefill) and returns it.
+    fn start_load(&self) -> Instant {
+        let now = Instant::now();
+        let us = u64::try_from((now - self.born).as_micros()).unwrap_or(u64::MAX);
+        self.load_start_us.store(us, Ordering::Relaxed);
+        now
+    }
+
+    /// Since `born`, when the measured load started (set by the loops).
+    fn run_start_offset(&self) -> Duration {
+        Duration::from_micros(self.load_start_us.load(Ordering::Relaxed))
+    }
+
+    /// Flushes `--events`.
+    pub fn flush_events(&self) -> std::io::Result<()> {
+        match &self.events {
+            Some(e) => e.lock().unwrap_or_else(|p| p.into_inner()).flush(),
+            None => Ok(()),
+        }
+    }
+
+    fn record_write(&self, tenant: usize, kind: WriteKind, sent: Instant, outcome: Outcome) {
+        if let Some(h) = &self.history {
+            h.push(Write {
+                tenant,
+                kind,
+                sent: sent - self.born,
+                ended: self.born.elapsed(),
+                outcome,
+            });
+        }
     }
 
     fn known(&self, tenant: usize) -> std::sync::MutexGuard<'_, Vec<String>> {
@@ -155,7 +259,8 @@ impl Shared {
     }
 
     /// Sends one request of kind `op` for `tenant` (a list when `op` needs an id and the
-    /// tenant has none known); `choice` picks the id.
+    /// tenant has none known); `choice` picks the id. With `--verify` a write goes into the
+    /// history with what its answer promised.
     async fn execute(&self, tenant: usize, op: Op, choice: u64) -> Answer {
         let id = match op {
             Op::Get | Op::Update => self.pick_id(tenant, choice, false),
@@ -169,26 +274,58 @@ impl Shared {
         };
         let name = self.name(tenant);
         let one = || format!("{}/{}", self.api, id.as_deref().unwrap_or(""));
-        let request = match op {
-            Op::List => self.client.get(format!("{}?limit=20", self.api)),
-            Op::Get => self.client.get(one()),
+        let (request, mut write) = match op {
+            Op::List => (self.client.get(format!("{}?limit=20", self.api)), None),
+            Op::Get => (self.client.get(one()), None),
             Op::Create => {
                 let n = self.created.fetch_add(1, Ordering::Relaxed);
-                let url = format!("{}/{name}/{}-{n}", self.url_prefix, self.run_tag);
-                self.client.post(&self.api).json(&json!({
+                let url = format!("{}{name}/{n}", self.run_urls());
+                let title = format!("loadgen {n}");
+                let request = self.client.post(&self.api).json(&json!({
                     "url": url,
-                    "title": format!("loadgen {n}"),
+                    "title": title,
                     "tags": ["loadgen"],
-                }))
+                }));
+                let id = None;
+                (request, Some(WriteKind::Create { url, title, id }))
             }
-            Op::Update => self.client.patch(one()).json(&json!({
-                "title": format!("updated {choice}"),
-            })),
-            Op::Delete => self.client.delete(one()),
+            Op::Update => {
+                // Unique per run, so that the checker can tell which update a row shows.
+                let n = self.updated.fetch_add(1, Ordering::Relaxed);
+                let title = format!("updated {}-{n}", self.run_tag);
+                let request = self.client.patch(one()).json(&json!({ "title": title }));
+                let id = id.clone().unwrap_or_default();
+                (request, Some(WriteKind::Update { id, title }))
+            }
+            Op::Delete => {
+                let id = id.clone().unwrap_or_default();
+                (self.client.delete(one()), Some(WriteKind::Delete { id }))
+            }
         };
+        let verifying = self.history.is_some();
         let wants_body = op == Op::Create
-            || (op == Op::List && self.known(tenant).len() < LEARN_FROM_LISTS_BELOW);
-        let (answer, body) = self.send(self.as_tenant(request, tenant), wants_body).await;
+            || (verifying && write.is_some())
+            || (op == Op::List && !verifying && self.known(tenant).len() < LEARN_FROM_LISTS_BELOW);
+        let sent = Instant::now();
+        let (answer, body) = self
+            .send(self.as_tenant(request, tenant), op, wants_body)
+            .await;
+        if let Some(kind) = write.take() {
+            let code = body.as_ref().and_then(|b| b["error"]["code"].as_str());
+            let outcome = classify(answer.ending, code);
+            let kind = match kind {
+                WriteKind::Create { url, title, .. } => {
+                    let id = body
+                        .as_ref()
+                        .filter(|_| outcome == Outcome::Acked)
+                        .and_then(|b| b["id"].as_str())
+                        .map(str::to_owned);
+                    WriteKind::Create { url, title, id }
+                }
+                other => other,
+            };
+            self.record_write(tenant, kind, sent, outcome);
+        }
         match answer.ending {
             Ending::Status(status) => self.learn(tenant, op, status, id.as_deref(), body),
             // Outcome unknown: the bookmark may still be there.
@@ -207,12 +344,14 @@ impl Shared {
     async fn send(
         &self,
         request: reqwest::RequestBuilder,
+        op: Op,
         wants_body: bool,
     ) -> (Answer, Option<Value>) {
         let response = match request.send().await {
             Ok(r) => r,
             Err(e) => {
                 let answer = Answer {
+                    op,
                     ending: Ending::Failed(failure_kind(&e)),
                     shard: None,
                 };
@@ -231,6 +370,7 @@ impl Shared {
                     .then(|| serde_json::from_slice::<Value>(&body).ok())
                     .flatten();
                 let answer = Answer {
+                    op,
                     ending: Ending::Status(status),
                     shard,
                 };
@@ -238,6 +378,7 @@ impl Shared {
             }
             Err(e) => {
                 let answer = Answer {
+                    op,
                     ending: Ending::Failed(failure_kind(&e)),
                     shard,
                 };
@@ -283,14 +424,29 @@ impl Shared {
     /// Creates bookmark `k` of `tenant` (the same URL every run with this seed).
     async fn prefill_one(&self, tenant: usize, k: usize) -> (usize, Answer) {
         let name = self.name(tenant);
+        let url = format!("{}/{name}/prefill-{k}", self.url_prefix);
+        let title = format!("prefill {k}");
         let request = self
             .as_tenant(self.client.post(&self.api), tenant)
             .json(&json!({
-                "url": format!("{}/{name}/prefill-{k}", self.url_prefix),
-                "title": format!("prefill {k}"),
+                "url": url,
+                "title": title,
                 "tags": ["loadgen", "prefill"],
             }));
-        let (answer, body) = self.send(request, true).await;
+        let sent = Instant::now();
+        let (answer, body) = self.send(request, Op::Create, true).await;
+        let code = body.as_ref().and_then(|b| b["error"]["code"].as_str());
+        let outcome = classify(answer.ending, code);
+        // A 409 is an earlier run's bookmark: not this run's write.
+        if answer.ending != Ending::Status(409) {
+            let id = body
+                .as_ref()
+                .filter(|_| outcome == Outcome::Acked)
+                .and_then(|b| b["id"].as_str())
+                .map(str::to_owned);
+            let kind = WriteKind::Create { url, title, id };
+            self.record_write(tenant, kind, sent, outcome);
+        }
         if let Ending::Status(status) = answer.ending {
             self.learn(tenant, Op::Create, status, None, body);
         }
@@ -424,7 +580,7 @@ pub async fn open_loop(
     let line = Line::live(shared.progress, Arc::clone(&shared.recorder), "open loop");
     let limit = config.requests.unwrap_or(u64::MAX);
     let span = config.duration.as_secs_f64();
-    let start = Instant::now();
+    let start = shared.start_load();
     let mut due_count = 0u64;
     while due_count < limit {
         let offset = due_count as f64 / rate;
@@ -441,6 +597,7 @@ pub async fn open_loop(
                 tokio::spawn(async move {
                     let answer = shared.execute(tenant, op, choice).await;
                     let latency = due.elapsed();
+                    shared.note_event(tenant, &answer, at, Some(latency));
                     shared.recorder.record(
                         tenant,
                         answer.shard.as_deref(),
@@ -451,9 +608,17 @@ pub async fn open_loop(
                     drop(permit);
                 });
             }
-            Err(_) => shared
-                .recorder
-                .record(tenant, None, Ending::NotSent, at, None),
+            Err(_) => {
+                let answer = Answer {
+                    op,
+                    ending: Ending::NotSent,
+                    shard: None,
+                };
+                shared.note_event(tenant, &answer, at, None);
+                shared
+                    .recorder
+                    .record(tenant, None, Ending::NotSent, at, None);
+            }
         }
         due_count += 1;
     }
@@ -471,7 +636,7 @@ pub async fn closed_loop(shared: &Arc<Shared>, config: &Config, concurrency: usi
     let line = Line::live(shared.progress, Arc::clone(&shared.recorder), "closed loop");
     let limit = config.requests.unwrap_or(u64::MAX);
     let issued = Arc::new(AtomicU64::new(0));
-    let start = Instant::now();
+    let start = shared.start_load();
     let end = start + config.duration;
     let mut workers = JoinSet::new();
     for w in 0..concurrency as u64 {
@@ -486,12 +651,14 @@ pub async fn closed_loop(shared: &Arc<Shared>, config: &Config, concurrency: usi
                 }
                 let (tenant, op, choice) = shared.pick(&mut rng);
                 let answer = shared.execute(tenant, op, choice).await;
+                let latency = sent.elapsed();
+                shared.note_event(tenant, &answer, sent - start, Some(latency));
                 shared.recorder.record(
                     tenant,
                     answer.shard.as_deref(),
                     answer.ending,
                     sent - start,
-                    Some(sent.elapsed()),
+                    Some(latency),
                 );
             }
         });

@@ -3,11 +3,14 @@
 //! whales that take a fixed share), open loop at a fixed rate (latency from each request's
 //! intended send time, so a slow server cannot hide queueing) or closed loop with a fixed
 //! number of workers, and reports latency percentiles and errors per tenant class and per
-//! shard (`X-Shard`), as a table, JSON and an SVG plot.
+//! shard (`X-Shard`), as a table, JSON and an SVG plot. With `--verify` it also records
+//! every write's outcome and checks afterwards that no acknowledged write was lost, no
+//! refused one appeared and no row sits on the wrong shard.
 //!
 //! Layout: [`population`] (who), [`mix`] (what), [`driver`] (when: open/closed loop, the
 //! HTTP calls), [`report`] (histograms, tables, JSON), [`plot`] (SVG), [`progress`] (the
-//! live line), [`cli`] (flags → [`Config`]; `src/main.rs` only parses and calls it).
+//! live line), [`verify`] (the acknowledged-write checker), [`cli`] (flags → [`Config`];
+//! `src/main.rs` only parses and calls it).
 
 pub mod cli;
 pub mod driver;
@@ -16,6 +19,7 @@ pub mod plot;
 pub mod population;
 pub mod progress;
 pub mod report;
+pub mod verify;
 
 use std::time::Duration;
 
@@ -24,6 +28,7 @@ use serde::{Serialize, Serializer};
 pub use mix::{Mix, MixError, Op};
 pub use population::{Population, PopulationError, Whale, WhaleError};
 pub use report::Report;
+pub use verify::{Verdict, VerifyConfig};
 
 /// Upper bound of `--max-in-flight`, `--concurrency` and `--prefill-concurrency`.
 pub const MAX_PARALLEL: usize = 100_000;
@@ -73,6 +78,8 @@ pub struct Config {
     /// Show the live progress line on stderr.
     #[serde(skip)]
     pub progress: bool,
+    /// Record every write and check them after the run (`--verify`).
+    pub verify: Option<VerifyConfig>,
 }
 
 fn seconds<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
@@ -99,6 +106,7 @@ impl Default for Config {
             requests: None,
             timeout: Duration::from_secs(5),
             progress: false,
+            verify: None,
         }
     }
 }
@@ -124,6 +132,8 @@ pub enum ConfigError {
     Timeout,
     #[error("--requests must be at least 1")]
     Requests,
+    #[error("--verify-shard {0:?}: {1}")]
+    VerifyShard(String, String),
 }
 
 impl Config {
@@ -167,6 +177,14 @@ impl Config {
         if self.requests == Some(0) {
             return Err(ConfigError::Requests);
         }
+        for (name, url) in self.verify.iter().flat_map(|v| &v.shards) {
+            if url.parse::<tokio_postgres::Config>().is_err() {
+                return Err(ConfigError::VerifyShard(
+                    format!("{name}={url}"),
+                    "not a postgres:// URL".to_owned(),
+                ));
+            }
+        }
         Ok(Population::new(self.tenants, self.zipf, &self.whales)?)
     }
 
@@ -185,11 +203,22 @@ pub enum RunError {
     Client(#[from] reqwest::Error),
     #[error("cannot create the tenants' API keys: {0}")]
     Keys(String),
+    #[error("--events: {0}")]
+    Events(String),
 }
 
 /// Prefills, then sends load as configured until the duration or request count is reached
-/// and every sent request has ended; returns what was measured.
+/// and every sent request has ended; returns what was measured (with `verify`, and the
+/// checker's verdict).
 pub async fn run(config: &Config) -> Result<Report, RunError> {
+    run_with_events(config, None).await
+}
+
+/// [`run`], also writing one JSON line per request to `events`.
+pub async fn run_with_events(
+    config: &Config,
+    events: Option<std::fs::File>,
+) -> Result<Report, RunError> {
     let population = config.validate()?;
     let keys = match &config.admin_token {
         Some(token) => driver::provision_keys(config, &population, token)
@@ -197,7 +226,7 @@ pub async fn run(config: &Config) -> Result<Report, RunError> {
             .map_err(RunError::Keys)?,
         None => Vec::new(),
     };
-    let shared = std::sync::Arc::new(driver::Shared::new(config, population, keys)?);
+    let shared = std::sync::Arc::new(driver::Shared::new(config, population, keys, events)?);
     let prefill = driver::prefill(&shared, config).await;
     let window = match config.load {
         Load::Open {
@@ -206,7 +235,14 @@ pub async fn run(config: &Config) -> Result<Report, RunError> {
         } => driver::open_loop(&shared, config, rate, max_in_flight).await,
         Load::Closed { concurrency } => driver::closed_loop(&shared, config, concurrency).await,
     };
-    Ok(shared.recorder().finish(config, window, prefill))
+    let mut report = shared.recorder().finish(config, window, prefill);
+    if let Err(e) = shared.flush_events() {
+        return Err(RunError::Events(e.to_string()));
+    }
+    if let Some(v) = &config.verify {
+        report.verdict = Some(verify::run(&shared, v).await);
+    }
+    Ok(report)
 }
 
 #[cfg(test)]

@@ -351,6 +351,7 @@ impl Recorder {
             whale_tenants,
             tenants: std::mem::take(&mut s.tenants),
             series,
+            verdict: None,
         }
     }
 }
@@ -455,6 +456,10 @@ pub struct Report {
     pub tenants: Vec<TenantCounts>,
     /// Per second (of intended send time) and class (`whales`, `others`).
     pub series: Vec<SeriesPoint>,
+    /// The checker's findings (`--verify`), at the top level of the JSON: `lost`,
+    /// `phantom`, `misplaced`, `unknown` and the lists beside them.
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub verdict: Option<crate::verify::Verdict>,
 }
 
 fn fmt_ms(v: Option<f64>) -> String {
@@ -572,6 +577,9 @@ impl Report {
                     fmt_errors(&w.errors)
                 );
             }
+        }
+        if let Some(v) = &self.verdict {
+            out.push_str(&v.summary());
         }
         out
     }
