@@ -45,6 +45,8 @@ pub struct Shared {
     url_prefix: String,
     /// Makes this run's created URLs differ from an earlier run's with the same seed.
     run_tag: u128,
+    /// `{url_prefix}/run-{run_tag}/`: what every URL of this run's creates starts with.
+    run_urls: String,
     created: AtomicU64,
     updated: AtomicU64,
     recorder: Arc<Recorder>,
@@ -99,6 +101,7 @@ impl Shared {
             .duration_since(UNIX_EPOCH)
             .map(|d| d.as_millis())
             .unwrap_or(0);
+        let url_prefix = format!("https://example.com/{}", config.seed);
         Ok(Shared {
             client,
             api: format!("{}/api/bookmarks", config.base()),
@@ -107,7 +110,8 @@ impl Shared {
                 .iter()
                 .map(|_| Mutex::new(Vec::new()))
                 .collect(),
-            url_prefix: format!("https://example.com/{}", config.seed),
+            run_urls: format!("{url_prefix}/run-{now_unix_ms}/"),
+            url_prefix,
             run_tag: now_unix_ms,
             created: AtomicU64::new(0),
             updated: AtomicU64::new(0),
@@ -145,12 +149,8 @@ impl Shared {
         &self.recorder
     }
 
-    fn name(&self, tenant: usize) -> &str {
+    pub(crate) fn name(&self, tenant: usize) -> &str {
         &self.population.names()[tenant]
-    }
-
-    pub(crate) fn tenant_name(&self, tenant: usize) -> &str {
-        self.name(tenant)
     }
 
     pub(crate) fn client(&self) -> &reqwest::Client {
@@ -172,8 +172,8 @@ impl Shared {
     }
 
     /// The prefix of every URL this run's creates use (prefill excepted).
-    pub fn run_urls(&self) -> String {
-        format!("{}/run-{}/", self.url_prefix, self.run_tag)
+    pub fn run_urls(&self) -> &str {
+        &self.run_urls
     }
 
     /// Appends one request's line to `--events`: when it was due (Unix ms), what it was,
@@ -311,17 +311,13 @@ impl Shared {
             .send(self.as_tenant(request, tenant), op, wants_body)
             .await;
         if let Some(kind) = write.take() {
-            let code = body.as_ref().and_then(|b| b["error"]["code"].as_str());
-            let outcome = classify(answer.ending, code);
+            let (outcome, acked_id) = promise(answer.ending, body.as_ref());
             let kind = match kind {
-                WriteKind::Create { url, title, .. } => {
-                    let id = body
-                        .as_ref()
-                        .filter(|_| outcome == Outcome::Acked)
-                        .and_then(|b| b["id"].as_str())
-                        .map(str::to_owned);
-                    WriteKind::Create { url, title, id }
-                }
+                WriteKind::Create { url, title, .. } => WriteKind::Create {
+                    url,
+                    title,
+                    id: acked_id,
+                },
                 other => other,
             };
             self.record_write(tenant, kind, sent, outcome);
@@ -435,15 +431,9 @@ impl Shared {
             }));
         let sent = Instant::now();
         let (answer, body) = self.send(request, Op::Create, true).await;
-        let code = body.as_ref().and_then(|b| b["error"]["code"].as_str());
-        let outcome = classify(answer.ending, code);
         // A 409 is an earlier run's bookmark: not this run's write.
         if answer.ending != Ending::Status(409) {
-            let id = body
-                .as_ref()
-                .filter(|_| outcome == Outcome::Acked)
-                .and_then(|b| b["id"].as_str())
-                .map(str::to_owned);
+            let (outcome, id) = promise(answer.ending, body.as_ref());
             let kind = WriteKind::Create { url, title, id };
             self.record_write(tenant, kind, sent, outcome);
         }
@@ -457,6 +447,17 @@ impl Shared {
     fn pick(&self, rng: &mut StdRng) -> (usize, Op, u64) {
         (self.population.pick(rng), self.mix.pick(rng), rng.random())
     }
+}
+
+/// What a write's answer promised, and the id an acknowledged create returned.
+fn promise(ending: Ending, body: Option<&Value>) -> (Outcome, Option<String>) {
+    let code = body.and_then(|b| b["error"]["code"].as_str());
+    let outcome = classify(ending, code);
+    let id = body
+        .filter(|_| outcome == Outcome::Acked)
+        .and_then(|b| b["id"].as_str())
+        .map(str::to_owned);
+    (outcome, id)
 }
 
 /// How many keys are created at once.

@@ -63,10 +63,7 @@ pub async fn run(shared: &Shared, config: &VerifyConfig) -> Verdict {
     let direct = if config.shards.is_empty() {
         None
     } else {
-        let names: Vec<String> = tenants
-            .iter()
-            .map(|&t| shared.tenant_name(t).to_owned())
-            .collect();
+        let names: Vec<String> = tenants.iter().map(|&t| shared.name(t).to_owned()).collect();
         match read_back::from_shards(&config.shards, &names, deadline).await {
             Ok(rows) => Some(rows),
             Err(mut failed) => {
@@ -79,7 +76,7 @@ pub async fn run(shared: &Shared, config: &VerifyConfig) -> Verdict {
         shared.population().names(),
         &writes,
         &seen,
-        &shared.run_urls(),
+        shared.run_urls(),
         direct.as_deref(),
         unreadable,
     )

@@ -38,7 +38,7 @@ pub async fn through_service(
             Ok(o) => {
                 seen.insert(t, o);
             }
-            Err(e) => unreadable.push(format!("{}: {e}", shared.tenant_name(t))),
+            Err(e) => unreadable.push(format!("{}: {e}", shared.name(t))),
         }
     }
     unreadable.sort();
