@@ -196,6 +196,13 @@ fn search_terms(q: &str) -> impl Iterator<Item = (bool, &str)> {
 
 /// Store errors on a known shard: the shard classifies database errors, a duplicate stays a 409.
 impl QueryFailure for StoreError {
+    fn database_error(&self) -> Option<&diesel::result::Error> {
+        match self {
+            StoreError::Db(e) => Some(e),
+            StoreError::Duplicate { .. } => None,
+        }
+    }
+
     fn into_api(self, classify: &dyn Fn(diesel::result::Error) -> ApiError) -> ApiError {
         match self {
             StoreError::Db(e) => classify(e),

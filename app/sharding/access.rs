@@ -86,8 +86,15 @@ impl ShardError {
 
     /// Classifies a query error: a lost connection means the shard went away mid-request
     /// (and a write's outcome is then unknown); the tenant guard's refusals say the tenant
-    /// is moving or has moved.
-    pub fn from_query(shard: &str, intent: Intent, source: diesel::result::Error) -> Self {
+    /// is moving or has moved. `lost` says the connection died with the error (see
+    /// [`ShardConn::lost_after`]): a server shutting down answers the statement it cuts
+    /// with an error of its own before it closes the connection.
+    pub fn from_query(
+        shard: &str,
+        intent: Intent,
+        source: diesel::result::Error,
+        lost: bool,
+    ) -> Self {
         use diesel::result::{DatabaseErrorKind, Error};
         if let Error::DatabaseError(_, info) = &source
             && let Some(hint) = info.hint()
@@ -107,26 +114,28 @@ impl ShardError {
                 };
             }
         }
-        match source {
-            // The statement may have reached the server before the connection died.
-            Error::DatabaseError(DatabaseErrorKind::ClosedConnection, _)
-                if intent == Intent::Write =>
-            {
-                ShardError::WriteOutcomeUnknown {
-                    shard: shard.to_owned(),
-                }
-            }
-            Error::DatabaseError(
-                DatabaseErrorKind::ClosedConnection | DatabaseErrorKind::UnableToSendCommand,
-                _,
-            )
-            | Error::BrokenTransactionManager => ShardError::Unavailable {
+        // diesel-async reports every failure below the protocol (a closed or reset
+        // connection, sent or not) as `UnableToSendCommand`: nothing says whether the
+        // statement reached the server, so a write's outcome is unknown.
+        let connection_failed = lost
+            || matches!(
+                source,
+                Error::DatabaseError(
+                    DatabaseErrorKind::ClosedConnection | DatabaseErrorKind::UnableToSendCommand,
+                    _,
+                ) | Error::BrokenTransactionManager
+            );
+        match (connection_failed, intent) {
+            (true, Intent::Write) => ShardError::WriteOutcomeUnknown {
+                shard: shard.to_owned(),
+            },
+            (true, Intent::Read) => ShardError::Unavailable {
                 shard: shard.to_owned(),
                 source: deadpool::managed::PoolError::Closed,
             },
-            other => ShardError::Query {
+            (false, _) => ShardError::Query {
                 shard: shard.to_owned(),
-                source: other,
+                source,
             },
         }
     }
@@ -167,6 +176,26 @@ impl ShardConn {
     /// bounded by their own batch sizes, not by a request.
     pub fn raw(&mut self) -> &mut AsyncPgConnection {
         self.conn.raw()
+    }
+
+    /// After a statement failed with `e`: whether the connection died with it (a server
+    /// shutting down or crashing cuts its statements with an error, then closes). Asked
+    /// only for errors that do not say so themselves; the connection's own state tells,
+    /// else a trivial statement (the close may still be on its way).
+    pub async fn lost_after(&mut self, e: &diesel::result::Error) -> bool {
+        use diesel::result::{DatabaseErrorKind, Error};
+        use diesel_async::SimpleAsyncConnection;
+        use diesel_async::pooled_connection::PoolableConnection;
+        if !matches!(e, Error::DatabaseError(DatabaseErrorKind::Unknown, _)) {
+            return false;
+        }
+        if self.conn.raw().is_broken() {
+            return true;
+        }
+        let probe = self
+            .conn
+            .within(async |c| c.batch_execute("SELECT 1").await);
+        !matches!(probe.await, Ok(Ok(())))
     }
 
     /// Runs `work` within the shard's query deadline. If the deadline passes (now, or for

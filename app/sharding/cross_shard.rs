@@ -176,7 +176,7 @@ impl CrossShard {
                 let on_replica = conn.on_replica;
                 // Within the query deadline: if the fan-out's own timeout drops this part
                 // first, the connection is discarded rather than pooled mid-statement.
-                let (replica_lag, value) = conn
+                let outcome = conn
                     .within(Intent::Read, async |c| {
                         let lag = if on_replica {
                             let lag: Lag = diesel::sql_query(LAG_SQL).get_result(c).await?;
@@ -191,8 +191,19 @@ impl CrossShard {
                             .await?;
                         diesel::QueryResult::Ok((lag, value))
                     })
-                    .await?
-                    .map_err(|e| ShardError::from_query(conn.name.as_str(), Intent::Read, e))?;
+                    .await?;
+                let (replica_lag, value) = match outcome {
+                    Ok(answer) => answer,
+                    Err(e) => {
+                        let lost = conn.lost_after(&e).await;
+                        return Err(ShardError::from_query(
+                            conn.name.as_str(),
+                            Intent::Read,
+                            e,
+                            lost,
+                        ));
+                    }
+                };
                 Ok(Answered {
                     value,
                     server: if on_replica {

@@ -152,10 +152,17 @@ impl ConnectionMode for ReplicaAware {
 /// An error from a handler's queries that may carry a database error, which only the
 /// shard's connection can classify (lost connection, tenant moved, …).
 pub trait QueryFailure {
+    /// The database error inside, if there is one (the connection is asked whether it
+    /// survived it before it is classified).
+    fn database_error(&self) -> Option<&diesel::result::Error>;
     fn into_api(self, classify: &dyn Fn(diesel::result::Error) -> ApiError) -> ApiError;
 }
 
 impl QueryFailure for diesel::result::Error {
+    fn database_error(&self) -> Option<&diesel::result::Error> {
+        Some(self)
+    }
+
     fn into_api(self, classify: &dyn Fn(diesel::result::Error) -> ApiError) -> ApiError {
         classify(self)
     }
@@ -289,9 +296,16 @@ impl<M: ConnectionMode> ShardedConnection<M> {
         intent: Intent,
         work: impl AsyncFnOnce(&mut AsyncPgConnection) -> Result<T, E>,
     ) -> Result<T, ApiError> {
-        match self.conn().await?.within(intent, work).await {
+        let conn = self.conn().await?;
+        match conn.within(intent, work).await {
             Ok(Ok(value)) => Ok(value),
-            Ok(Err(e)) => Err(e.into_api(&|db| self.classify(intent, db))),
+            Ok(Err(e)) => {
+                let lost = match e.database_error() {
+                    Some(db) => conn.lost_after(db).await,
+                    None => false,
+                };
+                Err(e.into_api(&|db| self.classify(intent, db, lost)))
+            }
             Err(e) => Err(ApiError::Shard(e)),
         }
     }
@@ -299,8 +313,8 @@ impl<M: ConnectionMode> ShardedConnection<M> {
     /// Maps a database error, naming this shard if the connection was lost. When the shard
     /// says the tenant has moved (this process routed by a stale cache entry), the route is
     /// forgotten so that the client's retry goes to the new shard.
-    fn classify(&self, intent: Intent, e: diesel::result::Error) -> ApiError {
-        let e = ShardError::from_query(self.name.as_str(), intent, e);
+    fn classify(&self, intent: Intent, e: diesel::result::Error, lost: bool) -> ApiError {
+        let e = ShardError::from_query(self.name.as_str(), intent, e, lost);
         if let ShardError::TenantMoved { .. } = e {
             self.shards.forget(self.tenant.as_str());
         }

@@ -169,3 +169,114 @@ async fn an_unready_replica_degrades_reads_to_the_primary_or_fails_readiness_as_
     lenient.stop().await;
     strict.stop().await;
 }
+
+/// The app's session on `db` that waits for a lock, once there is one (its backend pid).
+async fn waiting_backend(port: u16, db: &str) -> Option<String> {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < deadline {
+        let rows = sql(
+            port,
+            db,
+            "select pid::text from pg_stat_activity \
+             where wait_event_type = 'Lock' and query ilike '%bookmarks%' limit 1",
+        )
+        .await;
+        if let Some(pid) = rows.first().and_then(|r| r[0].clone()) {
+            return Some(pid);
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    None
+}
+
+#[tokio::test]
+async fn a_statement_cut_by_the_server_going_away_answers_503_never_500_and_a_write_says_its_outcome_is_unknown()
+ {
+    // One connection per shard: the create below is prepared on it before the lock, so the
+    // write that waits has been sent whole (a statement prepared afresh would wait in its
+    // parse step, before its values were sent).
+    let mut layout = layout("primary_pool_size = 1").await;
+    let (port, db) = port_of(&layout, "shard1");
+    let relay = Relay::start(port).await;
+    layout.shards[1].1 = relay.port;
+    let app = TestApp::spawn(layout.settings(), "cut-off").await;
+    app.create("acme-corp", json!({"url": "https://a.example/kept"}))
+        .await; // shard1
+    let acme = app.tenant("acme-corp").await;
+    let create = |url: &'static str| {
+        app.post("/api/bookmarks")
+            .headers(acme.clone())
+            .json(&json!({ "url": url }))
+            .send()
+    };
+    let locker = session(port, &db).await;
+    locker
+        .batch_execute("BEGIN; LOCK TABLE bookmarks IN ACCESS EXCLUSIVE MODE")
+        .await
+        .unwrap();
+
+    // The link to the shard is lost under a write the server goes on with: it is applied
+    // once the lock is gone, so "shard unavailable" (nothing was written) would be a lie.
+    let write = tokio::spawn(create("https://a.example/cut"));
+    waiting_backend(port, &db).await.expect("the write waits");
+    relay.cut();
+    let res = write.await.unwrap().unwrap();
+    let status = res.status();
+    let body: Value = res.json().await.unwrap();
+    assert_eq!(status, 503, "{body}");
+    assert_eq!(body["error"]["code"], "write_outcome_unknown", "{body}");
+    locker.batch_execute("ROLLBACK").await.unwrap();
+    let applied = eventually(Duration::from_secs(5), || async {
+        sql(
+            port,
+            &db,
+            "select count(*) from bookmarks where url = 'https://a.example/cut'",
+        )
+        .await[0][0]
+            .as_deref()
+            == Some("1")
+    })
+    .await;
+    assert!(applied, "the server applied the write it was sent");
+    // The cut also ended the app's liveness session, which opened the shard's circuit
+    // until a fresh connection answers.
+    let serves = || async {
+        app.get("/api/bookmarks")
+            .headers(acme.clone())
+            .send()
+            .await
+            .is_ok_and(|r| r.status() == 200)
+    };
+    assert!(eventually(Duration::from_secs(10), serves).await);
+
+    // A server shutting down (here: its administrator ends the session) answers the
+    // statement it cuts with an error, then closes the connection: a read gets a 503…
+    locker
+        .batch_execute("BEGIN; LOCK TABLE bookmarks IN ACCESS EXCLUSIVE MODE")
+        .await
+        .unwrap();
+    let read = tokio::spawn(app.get("/api/bookmarks").headers(acme.clone()).send());
+    let pid = waiting_backend(port, &db).await.expect("the read waits");
+    sql(port, &db, &format!("select pg_terminate_backend({pid})")).await;
+    let res = read.await.unwrap().unwrap();
+    let status = res.status();
+    let body: Value = res.json().await.unwrap();
+    assert_eq!(status, 503, "{body}");
+    assert_eq!(body["error"]["code"], "shard_unavailable", "{body}");
+    assert_eq!(body["error"]["shard"], "shard1", "{body}");
+
+    // … and a write the only honest promise: it may have been applied.
+    let write = tokio::spawn(create("https://a.example/terminated"));
+    let pid = waiting_backend(port, &db).await.expect("the write waits");
+    sql(port, &db, &format!("select pg_terminate_backend({pid})")).await;
+    let res = write.await.unwrap().unwrap();
+    let status = res.status();
+    let body: Value = res.json().await.unwrap();
+    assert_eq!(status, 503, "{body}");
+    assert_eq!(body["error"]["code"], "write_outcome_unknown", "{body}");
+    locker.batch_execute("ROLLBACK").await.unwrap();
+
+    // The shard serves again once it answers.
+    assert!(eventually(Duration::from_secs(10), serves).await);
+    app.stop().await;
+}

@@ -872,6 +872,13 @@ impl From<diesel::result::Error> for TxError {
 }
 
 impl bookmarks_sharded::web::extract::QueryFailure for TxError {
+    fn database_error(&self) -> Option<&diesel::result::Error> {
+        match self {
+            TxError::RolledBackOnPurpose => None,
+            TxError::Db(e) => Some(e),
+        }
+    }
+
     fn into_api(
         self,
         classify: &dyn Fn(diesel::result::Error) -> bookmarks_sharded::web::error::ApiError,
