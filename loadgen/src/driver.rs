@@ -19,6 +19,7 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 use super::Config;
+use super::faults::Sample;
 use super::mix::{Mix, Op};
 use super::population::Population;
 use super::progress::Line;
@@ -55,6 +56,8 @@ pub struct Shared {
     history: Option<History>,
     /// One JSON line per request, with `--events`.
     events: Option<Mutex<BufWriter<File>>>,
+    /// Every request's time, latency and error kind, with `--timeline`.
+    samples: Option<Mutex<Vec<Sample>>>,
     /// The clock of the history's intervals.
     born: Instant,
     /// Wall-clock time of `born`, in Unix milliseconds (the events' `unix_ms`).
@@ -69,6 +72,28 @@ struct Answer {
     op: Op,
     ending: Ending,
     shard: Option<String>,
+    /// The JSON error code of a non-2xx answer (`shard_unavailable`).
+    code: Option<String>,
+}
+
+impl Answer {
+    fn without_response(op: Op, ending: Ending, shard: Option<String>) -> Self {
+        Answer {
+            op,
+            ending,
+            shard,
+            code: None,
+        }
+    }
+
+    /// The error kind with its code when the answer had one (`503 shard_unavailable`).
+    fn error_kind(&self) -> Option<String> {
+        let label = self.ending.error_label()?;
+        Some(match &self.code {
+            Some(code) => format!("{label} {code}"),
+            None => label,
+        })
+    }
 }
 
 /// The error kind of a request that got no (complete) response.
@@ -117,6 +142,7 @@ impl Shared {
             updated: AtomicU64::new(0),
             history: config.verify.is_some().then(History::default),
             events: events.map(|f| Mutex::new(BufWriter::new(f))),
+            samples: config.timeline.is_some().then(Mutex::default),
             born: Instant::now(),
             born_unix_ms: now_unix_ms,
             load_start_us: AtomicU64::new(0),
@@ -176,9 +202,20 @@ impl Shared {
         &self.run_urls
     }
 
-    /// Appends one request's line to `--events`: when it was due (Unix ms), what it was,
-    /// how it ended and how long it took.
-    fn note_event(&self, tenant: usize, answer: &Answer, at: Duration, latency: Option<Duration>) {
+    /// Notes one request for `--events` (a JSON line: when it was due, in Unix ms, what it
+    /// was, how it ended and how long it took) and `--timeline` (a sample).
+    fn note(&self, tenant: usize, answer: &Answer, at: Duration, latency: Option<Duration>) {
+        if let Some(samples) = &self.samples {
+            let sample = Sample {
+                at,
+                latency,
+                error: answer.error_kind(),
+            };
+            samples
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(sample);
+        }
         let Some(events) = &self.events else {
             return;
         };
@@ -189,11 +226,25 @@ impl Shared {
             "op": answer.op.name(),
             "status": match answer.ending { Ending::Status(s) => Some(s), _ => None },
             "error": answer.ending.error_label(),
+            "code": answer.code,
             "ms": latency.map(|l| l.as_secs_f64() * 1000.0),
             "shard": answer.shard,
         });
         let mut out = events.lock().unwrap_or_else(|p| p.into_inner());
         let _ = writeln!(out, "{line}");
+    }
+
+    /// When the measured load started, in Unix milliseconds.
+    pub fn load_start_unix_ms(&self) -> u64 {
+        (self.born_unix_ms + self.run_start_offset().as_millis()) as u64
+    }
+
+    /// Takes the samples noted so far (`--timeline`).
+    pub fn take_samples(&self) -> Vec<Sample> {
+        self.samples
+            .as_ref()
+            .map(|s| std::mem::take(&mut *s.lock().unwrap_or_else(|p| p.into_inner())))
+            .unwrap_or_default()
     }
 
     /// Marks the start of the measured load (after prefill) and returns it.
@@ -346,11 +397,7 @@ impl Shared {
         let response = match request.send().await {
             Ok(r) => r,
             Err(e) => {
-                let answer = Answer {
-                    op,
-                    ending: Ending::Failed(failure_kind(&e)),
-                    shard: None,
-                };
+                let answer = Answer::without_response(op, Ending::Failed(failure_kind(&e)), None);
                 return (answer, None);
             }
         };
@@ -362,22 +409,27 @@ impl Shared {
             .map(str::to_owned);
         match response.bytes().await {
             Ok(body) => {
-                let json = wants_body
+                // An error's body is read for its code too (errors are rare; the code says
+                // which kind of 503 it was).
+                let failed = !(200..300).contains(&status);
+                let json = (wants_body || failed)
                     .then(|| serde_json::from_slice::<Value>(&body).ok())
                     .flatten();
+                let code = json
+                    .as_ref()
+                    .filter(|_| failed)
+                    .and_then(|v| v["error"]["code"].as_str())
+                    .map(str::to_owned);
                 let answer = Answer {
                     op,
                     ending: Ending::Status(status),
                     shard,
+                    code,
                 };
-                (answer, json)
+                (answer, json.filter(|_| wants_body))
             }
             Err(e) => {
-                let answer = Answer {
-                    op,
-                    ending: Ending::Failed(failure_kind(&e)),
-                    shard,
-                };
+                let answer = Answer::without_response(op, Ending::Failed(failure_kind(&e)), shard);
                 (answer, None)
             }
         }
@@ -598,7 +650,7 @@ pub async fn open_loop(
                 tokio::spawn(async move {
                     let answer = shared.execute(tenant, op, choice).await;
                     let latency = due.elapsed();
-                    shared.note_event(tenant, &answer, at, Some(latency));
+                    shared.note(tenant, &answer, at, Some(latency));
                     shared.recorder.record(
                         tenant,
                         answer.shard.as_deref(),
@@ -610,12 +662,8 @@ pub async fn open_loop(
                 });
             }
             Err(_) => {
-                let answer = Answer {
-                    op,
-                    ending: Ending::NotSent,
-                    shard: None,
-                };
-                shared.note_event(tenant, &answer, at, None);
+                let answer = Answer::without_response(op, Ending::NotSent, None);
+                shared.note(tenant, &answer, at, None);
                 shared
                     .recorder
                     .record(tenant, None, Ending::NotSent, at, None);
@@ -653,7 +701,7 @@ pub async fn closed_loop(shared: &Arc<Shared>, config: &Config, concurrency: usi
                 let (tenant, op, choice) = shared.pick(&mut rng);
                 let answer = shared.execute(tenant, op, choice).await;
                 let latency = sent.elapsed();
-                shared.note_event(tenant, &answer, sent - start, Some(latency));
+                shared.note(tenant, &answer, sent - start, Some(latency));
                 shared.recorder.record(
                     tenant,
                     answer.shard.as_deref(),

@@ -9,11 +9,13 @@
 //!
 //! Layout: [`population`] (who), [`mix`] (what), [`driver`] (when: open/closed loop, the
 //! HTTP calls), [`report`] (histograms, tables, JSON), [`plot`] (SVG), [`progress`] (the
-//! live line), [`verify`] (the acknowledged-write checker), [`cli`] (flags → [`Config`];
-//! `src/main.rs` only parses and calls it).
+//! live line), [`verify`] (the acknowledged-write checker), [`faults`] (the load joined
+//! with a fault timeline), [`cli`] (flags → [`Config`]; `src/main.rs` only parses and calls
+//! it).
 
 pub mod cli;
 pub mod driver;
+pub mod faults;
 pub mod mix;
 pub mod plot;
 pub mod population;
@@ -80,6 +82,9 @@ pub struct Config {
     pub progress: bool,
     /// Record every write and check them after the run (`--verify`).
     pub verify: Option<VerifyConfig>,
+    /// A fault timeline (`scripts/nemesis.sh`) to join the load with; with `verify`, the
+    /// read-back waits until it says the stack is healed.
+    pub timeline: Option<std::path::PathBuf>,
 }
 
 fn seconds<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
@@ -107,6 +112,7 @@ impl Default for Config {
             timeout: Duration::from_secs(5),
             progress: false,
             verify: None,
+            timeline: None,
         }
     }
 }
@@ -205,6 +211,8 @@ pub enum RunError {
     Keys(String),
     #[error("--events: {0}")]
     Events(String),
+    #[error("--timeline {0}")]
+    Timeline(String),
 }
 
 /// Prefills, then sends load as configured until the duration or request count is reached
@@ -240,7 +248,25 @@ pub async fn run_with_events(
         return Err(RunError::Events(e.to_string()));
     }
     if let Some(v) = &config.verify {
+        if let Some(path) = &config.timeline
+            && !faults::wait_until_healed(path, v.patience).await
+        {
+            eprintln!(
+                "loadgen: {} says nothing of a healed stack after {:?}; reading back anyway",
+                path.display(),
+                v.patience
+            );
+        }
         report.verdict = Some(verify::run(&shared, v).await);
+    }
+    if let Some(path) = &config.timeline {
+        let timeline = faults::Timeline::read(path).map_err(RunError::Timeline)?;
+        let samples = shared.take_samples();
+        report.faults = Some(faults::join(
+            &timeline,
+            shared.load_start_unix_ms(),
+            &samples,
+        ));
     }
     Ok(report)
 }

@@ -1,10 +1,12 @@
 //! The latency-over-time plot: a hand-written SVG with p50 (dashed) and p99 (solid)
 //! polylines per tenant class over the seconds of the run, a logarithmic milliseconds axis
-//! with labelled ticks, and a legend.
+//! with labelled ticks, and a legend. With a fault timeline (`--timeline`), each fault
+//! window is a shaded band and errors per second are bars along the bottom.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
+use super::faults::FaultReport;
 use super::report::{OTHERS, Report, SeriesPoint, WHALES};
 
 const WIDTH: f64 = 900.0;
@@ -59,6 +61,7 @@ pub fn svg(report: &Report) -> String {
     svg_of(
         &report.series,
         &format!("loadgen: latency per second ({})", load_label(report)),
+        report.faults.as_ref(),
     )
 }
 
@@ -69,8 +72,19 @@ fn load_label(report: &Report) -> String {
     }
 }
 
-/// The SVG for a series (p50 and p99 per second and class).
-pub fn svg_of(series: &[SeriesPoint], title: &str) -> String {
+/// A fault's band colour: one per kind, moves the faintest (there are many).
+fn fault_colour(fault: &str) -> &'static str {
+    match fault {
+        "move" => "#5b5bb0",
+        "kill-web" | "kill-worker" | "kill-move" => "#fde0c5",
+        "pause-shard" => "#d9ecd0",
+        "restart-shard" | "stop-replica" | "restart-control" => "#f4d3dc",
+        _ => "#e3d7ef",
+    }
+}
+
+/// The SVG for a series (p50 and p99 per second and class), with `faults` marked.
+pub fn svg_of(series: &[SeriesPoint], title: &str, faults: Option<&FaultReport>) -> String {
     let mut by_class: BTreeMap<&str, Vec<&SeriesPoint>> = BTreeMap::new();
     for p in series {
         by_class.entry(p.class.as_str()).or_default().push(p);
@@ -78,6 +92,7 @@ pub fn svg_of(series: &[SeriesPoint], title: &str) -> String {
     let seconds = series
         .iter()
         .map(|p| p.second + 1)
+        .chain(faults.map(|f| f.errors_per_second.len() as u64))
         .max()
         .unwrap_or(1)
         .max(1);
@@ -102,6 +117,66 @@ pub fn svg_of(series: &[SeriesPoint], title: &str) -> String {
         LEFT + plot_w / 2.0,
         escape(title)
     );
+    // Fault windows behind everything else, labelled at the top; moves (there are many, and
+    // they overlap) as a thin strip along the top edge instead.
+    let mut legend = Vec::new();
+    if let Some(f) = faults {
+        for w in &f.windows {
+            let x0 = x(w.start_s.max(0.0));
+            let x1 = x(w.end_s.min(seconds as f64)).max(x0 + 1.0);
+            let title = escape(&format!(
+                "#{} {} {} {}",
+                w.seq.unwrap_or(0),
+                w.fault,
+                w.target,
+                w.detail
+            ));
+            if w.fault == "move" {
+                let _ = writeln!(
+                    out,
+                    r#"<rect x="{x0:.1}" y="{TOP}" width="{:.1}" height="5" fill="{}" fill-opacity="0.6"><title>{title}</title></rect>"#,
+                    x1 - x0,
+                    fault_colour(&w.fault),
+                );
+                continue;
+            }
+            let _ = writeln!(
+                out,
+                r#"<rect x="{x0:.1}" y="{TOP}" width="{:.1}" height="{plot_h}" fill="{}" fill-opacity="0.7"><title>{title}</title></rect>"#,
+                x1 - x0,
+                fault_colour(&w.fault),
+            );
+            let _ = writeln!(
+                out,
+                r##"<text transform="translate({:.1},{:.1}) rotate(90)" font-size="9" fill="#555">{}</text>"##,
+                x0 + 2.0,
+                TOP + 8.0,
+                escape(&format!("{} {}", w.fault, w.target))
+            );
+        }
+        // Errors per second: bars up to a quarter of the plot's height.
+        let most = f.errors_per_second.iter().copied().max().unwrap_or(0);
+        if most > 0 {
+            let bar_w = (plot_w / seconds as f64).max(1.0);
+            for (second, &n) in f
+                .errors_per_second
+                .iter()
+                .enumerate()
+                .filter(|(_, n)| **n > 0)
+            {
+                let h = n as f64 / most as f64 * plot_h / 4.0;
+                let _ = writeln!(
+                    out,
+                    r##"<rect x="{:.1}" y="{:.1}" width="{bar_w:.1}" height="{h:.1}" fill="#b00"><title>{n} errors in second {second}</title></rect>"##,
+                    x(second as f64),
+                    TOP + plot_h - h
+                );
+            }
+            legend.push((format!("errors/s (max {most})"), "#b00", ""));
+        }
+        legend.push(("fault window".to_owned(), "#f4d3dc", ""));
+        legend.push(("move (top strip)".to_owned(), "#5b5bb0", ""));
+    }
     // Y axis: a grid line and label per decade, faint lines at 2 and 5.
     for exp in lo..=hi {
         let yy = y(10f64.powi(exp));
@@ -160,7 +235,6 @@ pub fn svg_of(series: &[SeriesPoint], title: &str) -> String {
         TOP + plot_h / 2.0
     );
     // One polyline per class and percentile, points at the middle of each second.
-    let mut legend = Vec::new();
     for (class, points) in &by_class {
         for (label, dash, value) in [
             (
@@ -206,7 +280,7 @@ pub fn svg_of(series: &[SeriesPoint], title: &str) -> String {
             escape(text)
         );
     }
-    if legend.is_empty() {
+    if series.is_empty() {
         let _ = writeln!(
             out,
             r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">no requests were measured</text>"#,
@@ -240,7 +314,7 @@ mod tests {
             point(0, "others", 1.0, 5.0),
             point(1, "others", 1.5, 8.0),
         ];
-        let svg = svg_of(&series, "a <title>");
+        let svg = svg_of(&series, "a <title>", None);
         assert!(svg.starts_with("<svg"));
         assert!(svg.trim_end().ends_with("</svg>"));
         assert_eq!(svg.matches("<polyline").count(), 4);
@@ -254,8 +328,43 @@ mod tests {
     }
 
     #[test]
+    fn fault_windows_are_bands_with_labels_and_errors_are_bars() {
+        let window = |seq, fault: &str, start_s, end_s| crate::faults::WindowRow {
+            seq: Some(seq),
+            fault: fault.to_owned(),
+            target: "web1".to_owned(),
+            detail: "down 3s".to_owned(),
+            start_s,
+            end_s,
+            requests: 10,
+            ok: 8,
+            errors: Default::default(),
+            p50_ms: None,
+            p99_ms: None,
+            max_ms: None,
+        };
+        let faults = FaultReport {
+            healed: true,
+            windows: vec![window(1, "kill-web", 1.0, 2.0), window(2, "move", 0.5, 3.0)],
+            outside: window(0, "outside every fault", 0.0, 4.0),
+            errors_per_second: vec![0, 2, 1, 0],
+        };
+        let series = [point(0, "others", 1.0, 5.0), point(3, "others", 1.0, 5.0)];
+        let svg = svg_of(&series, "faults", Some(&faults));
+        assert!(
+            svg.contains("<title>#1 kill-web web1 down 3s</title>"),
+            "{svg}"
+        );
+        assert!(svg.contains(">kill-web web1</text>"), "a fault is labelled");
+        assert!(!svg.contains(">move web1</text>"), "moves are not labelled");
+        assert_eq!(svg.matches("errors in second").count(), 2);
+        assert!(svg.contains("errors/s (max 2)"));
+        assert_eq!(svg.matches("<polyline").count(), 2);
+    }
+
+    #[test]
     fn an_empty_series_still_makes_a_valid_plot() {
-        let svg = svg_of(&[], "empty");
+        let svg = svg_of(&[], "empty", None);
         assert!(svg.contains("no requests were measured"));
         assert_eq!(svg.matches("<polyline").count(), 0);
     }

@@ -352,6 +352,7 @@ impl Recorder {
             tenants: std::mem::take(&mut s.tenants),
             series,
             verdict: None,
+            faults: None,
         }
     }
 }
@@ -460,6 +461,9 @@ pub struct Report {
     /// `phantom`, `misplaced`, `unknown` and the lists beside them.
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
     pub verdict: Option<crate::verify::Verdict>,
+    /// Per fault window (`--timeline`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub faults: Option<crate::faults::FaultReport>,
 }
 
 fn fmt_ms(v: Option<f64>) -> String {
@@ -577,6 +581,10 @@ impl Report {
                     fmt_errors(&w.errors)
                 );
             }
+        }
+        if let Some(f) = &self.faults {
+            out.push('\n');
+            out.push_str(&f.table());
         }
         if let Some(v) = &self.verdict {
             out.push_str(&v.summary());

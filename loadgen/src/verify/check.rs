@@ -113,9 +113,18 @@ impl Verdict {
         for r in &self.unknown_writes {
             *resolved.entry(r.resolved).or_default() += 1;
         }
+        let resolved: Vec<String> = resolved
+            .iter()
+            .map(|(how, n)| format!("{n} {}", how.replace('_', " ")))
+            .collect();
+        let resolved = if resolved.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", resolved.join(", "))
+        };
         let _ = writeln!(
             out,
-            "verify: lost {}, phantom {}, misplaced {}, unknown {} {resolved:?}: {}",
+            "verify: lost {}, phantom {}, misplaced {}, unknown {}{resolved}: {}",
             self.lost,
             self.phantom,
             self.misplaced,
