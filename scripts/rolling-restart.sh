@@ -16,12 +16,8 @@ cd "$(dirname "$0")/.."
 READY_WITHIN=${READY_WITHIN:-120}
 
 say() { echo "rolling-restart: $*" >&2; }
-address_of() {
-	local id
-	id=$(docker compose ps -q "$1")
-	[ -n "$id" ] || return 0
-	docker inspect -f '{{range .NetworkSettings.Networks}}{{.IPAddress}} {{end}}' "$id"
-}
+# shellcheck source=scripts/lib/services.sh
+. scripts/lib/services.sh
 
 for service in "$@"; do
 	case $service in
@@ -39,27 +35,15 @@ for service in "$@"; do
 		say "$service: stopping (it drains, then finishes its requests) and starting it again"
 	fi
 	docker compose up -d --no-deps --force-recreate "$service"
-	if [ "$service" = worker ]; then
-		# No HTTP: running is all there is to wait for.
-		until [ "$(docker compose ps --format '{{.State}}' worker)" = running ]; do
-			[ $((SECONDS - started)) -lt "$READY_WITHIN" ] || { say "worker is not running"; exit 1; }
-			sleep 1
-		done
-	else
-		until docker compose exec -T "$service" curl -fsS -o /dev/null http://127.0.0.1:3000/ready 2>/dev/null; do
-			if [ $((SECONDS - started)) -ge "$READY_WITHIN" ]; then
-				say "$service is not ready after ${READY_WITHIN}s; stopping here, the other replica still serves"
-				docker compose exec -T "$service" curl -sS http://127.0.0.1:3000/ready >&2 || true
-				exit 1
-			fi
-			sleep 1
-		done
-		after=$(address_of "$service")
-		if [ "$after" != "$before" ]; then
-			# nginx resolved the replica's name when it started: tell it the new address.
-			say "$service has a new address ($before-> $after): reloading nginx"
-			docker compose exec -T nginx nginx -s reload
+	if ! wait_ready "$service" "$READY_WITHIN"; then
+		if [ "$service" = worker ]; then
+			say "worker is not running"
+		else
+			say "$service is not ready after ${READY_WITHIN}s; stopping here, the other replica still serves"
+			docker compose exec -T "$service" curl -sS http://127.0.0.1:3000/ready >&2 || true
 		fi
+		exit 1
 	fi
+	[ "$service" = worker ] || follow_address "$service" "$before"
 	say "$service: back in $((SECONDS - started))s"
 done

@@ -195,21 +195,19 @@ impl Load {
 async fn held_creates_across_a_sigterm(stack: &Stack) {
     let tenant = "acme-corp"; // on shard1
     let auth = stack.as_tenant(tenant).await;
-    let project = stack.project.clone();
-    let files = stack.files.clone();
-    let port = stack.port;
-    let holder = std::thread::spawn(move || {
-        std::process::Command::new("docker")
-            .current_dir(ROOT)
-            .args(["compose", "--project-name", &project])
-            .args(files.iter().flat_map(|f| ["-f", f.as_str()]))
-            .args(["exec", "-T", "postgres-shard-1", "psql", "-U", "bookmarks"])
-            .args(["-d", "bookmarks_shard", "-c"])
-            .arg("begin; lock table bookmarks in exclusive mode; select pg_sleep(6); commit")
-            .env("BOOKMARKS_HTTP_PORT", port.to_string())
-            .output()
-            .unwrap()
-    });
+    let mut lock = stack.command("docker");
+    lock.args([
+        "compose",
+        "exec",
+        "-T",
+        "postgres-shard-1",
+        "psql",
+        "-U",
+        "bookmarks",
+    ])
+    .args(["-d", "bookmarks_shard", "-c"])
+    .arg("begin; lock table bookmarks in exclusive mode; select pg_sleep(6); commit");
+    let holder = std::thread::spawn(move || lock.output().unwrap());
     let locked = eventually(Duration::from_secs(10), || async {
         stack.psql(
             "postgres-shard-1",
@@ -231,12 +229,9 @@ async fn held_creates_across_a_sigterm(stack: &Stack) {
         })
         .collect();
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let roll = std::process::Command::new(format!("{ROOT}/scripts/rolling-restart.sh"))
-        .current_dir(ROOT)
+    let roll = stack
+        .command(&format!("{ROOT}/scripts/rolling-restart.sh"))
         .arg("web1")
-        .env("COMPOSE_PROJECT_NAME", &stack.project)
-        .env("COMPOSE_FILE", stack.files.join(":"))
-        .env("BOOKMARKS_HTTP_PORT", stack.port.to_string())
         .output()
         .unwrap();
     assert!(
