@@ -207,6 +207,7 @@ impl Shared {
     fn note(&self, tenant: usize, answer: &Answer, at: Duration, latency: Option<Duration>) {
         if let Some(samples) = &self.samples {
             let sample = Sample {
+                tenant,
                 at,
                 latency,
                 error: answer.error_kind(),

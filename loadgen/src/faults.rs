@@ -5,7 +5,9 @@
 //! every window, and with `--verify` the read-back waits until the timeline says healed.
 //!
 //! A request belongs to every window its intended send time falls in (moves run beside the
-//! other faults, so windows overlap); a fault that never ended lasts to the end of the run.
+//! other faults, so windows overlap), except that a window whose target is a tenant of the
+//! run (a tenant move) holds that tenant's requests only: what a move costs is what its own
+//! tenant sees. A fault that never ended lasts to the end of the run.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -128,6 +130,8 @@ pub async fn wait_until_healed(path: &Path, patience: Duration) -> bool {
 /// One request, as the windows need it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Sample {
+    /// The tenant, by population index.
+    pub tenant: usize,
     /// Intended send time, since the load started.
     pub at: Duration,
     /// From the intended send time to the end (`None`: not sent).
@@ -186,8 +190,14 @@ fn figures(row: &mut WindowRow, samples: &[&Sample]) {
     row.max_ms = ms.last().copied();
 }
 
-/// Joins `samples` (times since `load_start_unix_ms`) with `timeline`.
-pub fn join(timeline: &Timeline, load_start_unix_ms: u64, samples: &[Sample]) -> FaultReport {
+/// Joins `samples` (times since `load_start_unix_ms`, tenants indexing `names`) with
+/// `timeline`.
+pub fn join(
+    timeline: &Timeline,
+    load_start_unix_ms: u64,
+    samples: &[Sample],
+    names: &[String],
+) -> FaultReport {
     let run_end = samples.iter().map(|s| s.at).max().unwrap_or_default();
     let since_start = |unix_ms: u64| (unix_ms as f64 - load_start_unix_ms as f64) / 1000.0;
     let mut inside = vec![false; samples.len()];
@@ -200,10 +210,12 @@ pub fn join(timeline: &Timeline, load_start_unix_ms: u64, samples: &[Sample]) ->
                 .end_unix_ms
                 .map(since_start)
                 .unwrap_or(run_end.as_secs_f64());
+            let tenant = names.iter().position(|n| *n == f.target);
             let members: Vec<&Sample> = samples
                 .iter()
                 .enumerate()
                 .filter(|(_, s)| (start_s..=end_s).contains(&s.at.as_secs_f64()))
+                .filter(|(_, s)| tenant.is_none_or(|t| t == s.tenant))
                 .map(|(i, s)| {
                     inside[i] = true;
                     s
@@ -316,6 +328,7 @@ mod tests {
 
     fn sample(at_ms: u64, latency_ms: u64, error: Option<&str>) -> Sample {
         Sample {
+            tenant: 0,
             at: Duration::from_millis(at_ms),
             latency: Some(Duration::from_millis(latency_ms)),
             error: error.map(str::to_owned),
@@ -355,7 +368,8 @@ mod tests {
             sample(3500, 3, None),
             sample(8000, 4, Some("timeout")),
         ];
-        let r = join(&t, 2000, &samples);
+        let names = ["tenant-0001".to_owned()];
+        let r = join(&t, 2000, &samples, &names);
         let pause = &r.windows[0];
         assert_eq!((pause.start_s, pause.end_s), (1.0, 3.0));
         assert_eq!((pause.requests, pause.ok), (2, 1));
@@ -373,12 +387,31 @@ mod tests {
     }
 
     #[test]
+    fn a_move_window_holds_its_own_tenants_requests_only() {
+        let t = Timeline::parse(TIMELINE).unwrap();
+        let names = ["tenant-0001".to_owned(), "tenant-0007".to_owned()];
+        let mut moved = sample(2500, 3, Some("503 tenant_moving"));
+        moved.tenant = 1;
+        let r = join(&t, 2000, &[sample(2600, 3, None), moved], &names);
+        let window = &r.windows[1];
+        assert_eq!(window.target, "tenant-0007");
+        assert_eq!((window.requests, window.ok), (1, 0));
+        assert_eq!(r.windows[0].requests, 2, "the pause holds everyone's");
+        assert_eq!(r.outside.requests, 0);
+    }
+
+    #[test]
     fn a_fault_without_an_end_lasts_to_the_end_of_the_run() {
         let t = Timeline::parse(
             r#"{"unix_ms":2000,"seq":1,"fault":"kill-web","target":"web1","phase":"start"}"#,
         )
         .unwrap();
-        let r = join(&t, 1000, &[sample(500, 1, None), sample(4000, 1, None)]);
+        let r = join(
+            &t,
+            1000,
+            &[sample(500, 1, None), sample(4000, 1, None)],
+            &[],
+        );
         assert_eq!(r.windows[0].end_s, 4.0);
         assert_eq!(r.windows[0].requests, 1);
     }

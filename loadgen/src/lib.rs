@@ -266,6 +266,7 @@ pub async fn run_with_events(
             &timeline,
             shared.load_start_unix_ms(),
             &samples,
+            shared.population().names(),
         ));
     }
     Ok(report)

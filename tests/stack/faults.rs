@@ -72,8 +72,13 @@ pub async fn no_acknowledged_write_is_lost_under_faults(stack: &Stack) {
         assert!(kinds.contains(&kind), "{kind} in {kinds:?}: {said}");
     }
     assert!(
-        faults.windows.iter().all(|w| w.requests > 0),
-        "the load ran through every fault window: {}",
+        faults
+            .windows
+            .iter()
+            .filter(|w| w.fault != "move")
+            .all(|w| w.requests > 0),
+        "the load ran through every fault (a move's window holds its own tenant's requests \
+         only): {}",
         faults.table()
     );
     let verdict = report.verdict.as_ref().expect("--verify ran");
