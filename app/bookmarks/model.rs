@@ -109,9 +109,8 @@ pub struct BookmarkDraft {
     pub tags: Vec<String>,
 }
 
-/// A validated partial update.
-#[derive(Debug, Clone, Default, AsChangeset)]
-#[diesel(table_name = bookmarks)]
+/// A validated partial update: the fields given (`store::update` keeps the others).
+#[derive(Debug, Clone, Default)]
 pub struct BookmarkPatch {
     pub url: Option<String>,
     pub title: Option<String>,

@@ -214,28 +214,57 @@ async fn search_page(
 
 /// Whether the selected bookmark matches the web-search query q: its indexed document, or
 /// (while it waits for the reindexer) the same document computed on the fly.
-fn search_row(
-    q: &str,
-) -> diesel::expression::SqlLiteral<
-    diesel::sql_types::Bool,
-    impl diesel::query_builder::QueryFragment<diesel::pg::Pg>,
-> {
-    use diesel::dsl::sql;
-    use diesel::sql_types::{Bool, Text};
-    sql::<Bool>(
-        "(CASE WHEN EXISTS (SELECT 1 FROM search_pending p \
-         WHERE p.tenant_id = bookmarks.tenant_id AND p.bookmark_id = bookmarks.id) \
-         THEN bookmark_document(bookmarks.title, bookmarks.url, bookmarks.notes, bookmarks.tags) \
-         @@ websearch_to_tsquery('english', ",
-    )
-    .bind::<Text, _>(q.to_owned())
-    .sql(
-        ") ELSE EXISTS (SELECT 1 FROM bookmark_search s \
-         WHERE s.tenant_id = bookmarks.tenant_id AND s.bookmark_id = bookmarks.id \
-         AND s.document @@ websearch_to_tsquery('english', ",
-    )
-    .bind::<Text, _>(q.to_owned())
-    .sql(")) END)")
+fn search_row(q: &str) -> SearchFragment {
+    SearchFragment {
+        sql: &[
+            "(CASE WHEN EXISTS (SELECT 1 FROM search_pending p \
+             WHERE p.tenant_id = bookmarks.tenant_id AND p.bookmark_id = bookmarks.id) \
+             THEN bookmark_document(bookmarks.title, bookmarks.url, bookmarks.notes, bookmarks.tags) \
+             @@ websearch_to_tsquery('english', ",
+            ") ELSE EXISTS (SELECT 1 FROM bookmark_search s \
+             WHERE s.tenant_id = bookmarks.tenant_id AND s.bookmark_id = bookmarks.id \
+             AND s.document @@ websearch_to_tsquery('english', ",
+            ")) END)",
+        ],
+        binds: vec![q.to_owned(), q.to_owned()],
+    }
+}
+
+/// A search condition: fixed SQL text between text binds. Unlike a `sql()` literal, which
+/// diesel never caches, the statement holding it is prepared once per connection (its text
+/// is the same for every query string).
+#[derive(Debug, Clone, diesel::query_builder::QueryId)]
+struct SearchFragment {
+    /// One more piece than binds: piece, bind, piece, …
+    sql: &'static [&'static str],
+    binds: Vec<String>,
+}
+
+impl diesel::Expression for SearchFragment {
+    type SqlType = diesel::sql_types::Bool;
+}
+
+impl diesel::AppearsOnTable<b::bookmarks> for SearchFragment {}
+
+impl diesel::SelectableExpression<b::bookmarks> for SearchFragment {}
+
+impl<G> diesel::expression::ValidGrouping<G> for SearchFragment {
+    type IsAggregate = diesel::expression::is_aggregate::Never;
+}
+
+impl diesel::query_builder::QueryFragment<diesel::pg::Pg> for SearchFragment {
+    fn walk_ast<'b>(
+        &'b self,
+        mut out: diesel::query_builder::AstPass<'_, 'b, diesel::pg::Pg>,
+    ) -> QueryResult<()> {
+        let (first, rest) = self.sql.split_first().expect("a fragment has SQL");
+        out.push_sql(first);
+        for (bind, sql) in self.binds.iter().zip(rest) {
+            out.push_bind_param::<diesel::sql_types::Text, _>(bind)?;
+            out.push_sql(sql);
+        }
+        Ok(())
+    }
 }
 
 /// Whether the selected bookmark waits for the search index, computed in the list's own
@@ -275,35 +304,30 @@ impl diesel::query_builder::QueryFragment<diesel::pg::Pg> for WaitsForIndex {
 /// through the GIN index, plus rows still waiting for the reindexer, whose document is
 /// computed on the fly by the same function (a stale document of a waiting row is not
 /// trusted). Cost follows the matches and the backlog, not the tenant's size.
-fn search_hits(
-    tenant: &str,
-    q: &str,
-) -> diesel::expression::SqlLiteral<
-    diesel::sql_types::Bool,
-    impl diesel::query_builder::QueryFragment<diesel::pg::Pg>,
-> {
-    use diesel::dsl::sql;
-    use diesel::sql_types::{Bool, Text};
-    sql::<Bool>(
-        "bookmarks.id IN (\
-         SELECT s.bookmark_id FROM bookmark_search s \
-         WHERE s.tenant_id = ",
-    )
-    .bind::<Text, _>(tenant.to_owned())
-    .sql(" AND s.document @@ websearch_to_tsquery('english', ")
-    .bind::<Text, _>(q.to_owned())
-    .sql(
-        ") AND NOT EXISTS (SELECT 1 FROM search_pending p \
-         WHERE p.tenant_id = s.tenant_id AND p.bookmark_id = s.bookmark_id) \
-         UNION ALL \
-         SELECT p.bookmark_id FROM search_pending p \
-         JOIN bookmarks k ON k.tenant_id = p.tenant_id AND k.id = p.bookmark_id \
-         WHERE p.tenant_id = ",
-    )
-    .bind::<Text, _>(tenant.to_owned())
-    .sql(" AND bookmark_document(k.title, k.url, k.notes, k.tags) @@ websearch_to_tsquery('english', ")
-    .bind::<Text, _>(q.to_owned())
-    .sql("))")
+fn search_hits(tenant: &str, q: &str) -> SearchFragment {
+    SearchFragment {
+        sql: &[
+            "bookmarks.id IN (\
+             SELECT s.bookmark_id FROM bookmark_search s \
+             WHERE s.tenant_id = ",
+            " AND s.document @@ websearch_to_tsquery('english', ",
+            ") AND NOT EXISTS (SELECT 1 FROM search_pending p \
+             WHERE p.tenant_id = s.tenant_id AND p.bookmark_id = s.bookmark_id) \
+             UNION ALL \
+             SELECT p.bookmark_id FROM search_pending p \
+             JOIN bookmarks k ON k.tenant_id = p.tenant_id AND k.id = p.bookmark_id \
+             WHERE p.tenant_id = ",
+            " AND bookmark_document(k.title, k.url, k.notes, k.tags) \
+             @@ websearch_to_tsquery('english', ",
+            "))",
+        ],
+        binds: vec![
+            tenant.to_owned(),
+            q.to_owned(),
+            tenant.to_owned(),
+            q.to_owned(),
+        ],
+    }
 }
 
 /// Applies a validated patch; `None` when the tenant has no such bookmark.
@@ -316,13 +340,12 @@ pub async fn update(
     if patch.is_empty() {
         return Ok(get(conn, tenant, id).await?);
     }
-    let result = diesel::update(
-        b::bookmarks
-            .filter(b::tenant_id.eq(tenant.as_str()))
-            .filter(b::id.eq(id)),
-    )
-    .set((patch, b::updated_at.eq(Utc::now())))
-    .returning(Bookmark::as_returning())
+    let result = PatchStatement {
+        tenant: tenant.as_str(),
+        id,
+        patch,
+        now: Utc::now(),
+    }
     .get_result(conn)
     .await
     .optional();
@@ -333,6 +356,51 @@ pub async fn update(
             Err(duplicate_of(conn, tenant, url).await)
         }
         Err(e) => Err(StoreError::Db(e)),
+    }
+}
+
+/// `UPDATE … SET column = COALESCE(new value, column), … RETURNING the row`: one statement
+/// text whatever the patch holds, so each connection prepares it once (diesel never caches
+/// an `UPDATE` of its own: its SET list changes with the fields given).
+struct PatchStatement<'a> {
+    tenant: &'a str,
+    id: Uuid,
+    patch: &'a BookmarkPatch,
+    now: chrono::DateTime<Utc>,
+}
+
+impl diesel::query_builder::QueryId for PatchStatement<'_> {
+    type QueryId = PatchStatement<'static>;
+    const HAS_STATIC_QUERY_ID: bool = true;
+}
+
+impl diesel::query_builder::Query for PatchStatement<'_> {
+    type SqlType = diesel::dsl::SqlTypeOf<diesel::dsl::AsSelect<Bookmark, diesel::pg::Pg>>;
+}
+
+impl diesel::query_builder::QueryFragment<diesel::pg::Pg> for PatchStatement<'_> {
+    fn walk_ast<'b>(
+        &'b self,
+        mut out: diesel::query_builder::AstPass<'_, 'b, diesel::pg::Pg>,
+    ) -> QueryResult<()> {
+        use diesel::sql_types::{Array, Nullable, Text, Timestamptz};
+        out.push_sql("UPDATE bookmarks SET url = COALESCE(");
+        out.push_bind_param::<Nullable<Text>, _>(&self.patch.url)?;
+        out.push_sql(", url), title = COALESCE(");
+        out.push_bind_param::<Nullable<Text>, _>(&self.patch.title)?;
+        out.push_sql(", title), notes = COALESCE(");
+        out.push_bind_param::<Nullable<Text>, _>(&self.patch.notes)?;
+        out.push_sql(", notes), tags = COALESCE(");
+        out.push_bind_param::<Nullable<Array<Text>>, _>(&self.patch.tags)?;
+        out.push_sql(", tags), updated_at = ");
+        out.push_bind_param::<Timestamptz, _>(&self.now)?;
+        out.push_sql(" WHERE tenant_id = ");
+        out.push_bind_param::<Text, _>(&self.tenant)?;
+        out.push_sql(" AND id = ");
+        out.push_bind_param::<diesel::sql_types::Uuid, _>(&self.id)?;
+        // The columns in `Bookmark`'s order, which its `Queryable` reads them in.
+        out.push_sql(" RETURNING tenant_id, id, url, title, notes, tags, created_at, updated_at");
+        Ok(())
     }
 }
 

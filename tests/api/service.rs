@@ -1065,3 +1065,101 @@ async fn a_connection_prepares_the_create_statement_once_and_reuses_it() {
         "three creates on one connection, one prepared insert"
     );
 }
+
+#[tokio::test]
+async fn a_connection_prepares_the_patch_and_the_search_statements_once_whatever_they_hold() {
+    use bookmarks_sharded::bookmarks::model::{BookmarkPatch, NewBookmarkInput};
+    use bookmarks_sharded::bookmarks::store::{self, ListQuery};
+    use bookmarks_sharded::tenancy::TenantId;
+    use diesel::QueryableByName;
+    use diesel::sql_types::BigInt;
+    use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
+
+    #[derive(QueryableByName)]
+    struct N {
+        #[diesel(sql_type = BigInt)]
+        n: i64,
+    }
+    async fn prepared(conn: &mut AsyncPgConnection, like: &str) -> i64 {
+        diesel::sql_query(format!(
+            "SELECT count(*) AS n FROM pg_prepared_statements WHERE statement LIKE '{like}' \
+             AND statement NOT LIKE '%pg_prepared_statements%'"
+        ))
+        .get_result::<N>(conn)
+        .await
+        .unwrap()
+        .n
+    }
+    let (_app, layout) = app().await;
+    let (_, port, db, _) = &layout.shards[0];
+    let mut conn = AsyncPgConnection::establish(&url(*port, db)).await.unwrap();
+    let tenant = TenantId::parse(&unique("prepared")).unwrap();
+    // More rows than a search checks one by one, so that a narrow search asks the index too.
+    let mut ids = Vec::new();
+    for i in 0..300 {
+        let draft = NewBookmarkInput {
+            url: format!("https://example.com/prepared/{i}"),
+            title: format!("prepared {i}"),
+            notes: if i == 3 {
+                "a rare zeppelin".into()
+            } else {
+                String::new()
+            },
+            tags: vec!["one".into()],
+        }
+        .validate()
+        .unwrap();
+        ids.push(store::insert(&mut conn, &tenant, &draft).await.unwrap().id);
+    }
+
+    // Three patches, each setting other fields: one statement.
+    let patches = [
+        BookmarkPatch {
+            title: Some("first".into()),
+            ..BookmarkPatch::default()
+        },
+        BookmarkPatch {
+            url: Some("https://example.com/prepared/moved".into()),
+            tags: Some(vec!["two".into()]),
+            ..BookmarkPatch::default()
+        },
+        BookmarkPatch {
+            notes: Some("noted".into()),
+            ..BookmarkPatch::default()
+        },
+    ];
+    for patch in &patches {
+        store::update(&mut conn, &tenant, ids[0], patch)
+            .await
+            .unwrap()
+            .expect("the bookmark is there");
+    }
+    let row = store::get(&mut conn, &tenant, ids[0])
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (row.title.as_str(), row.url.as_str(), row.notes.as_str()),
+        ("first", "https://example.com/prepared/moved", "noted"),
+        "each patch changed its fields and kept the others"
+    );
+    assert_eq!(row.tags, ["two"]);
+    assert_eq!(prepared(&mut conn, "UPDATE bookmarks SET%").await, 1);
+
+    // Three searches for other words: a broad one fills its page from the newest rows, a
+    // narrow one asks the index for older ones too; each statement is prepared once.
+    for q in ["prepared", "zeppelin", "rare"] {
+        let query = ListQuery {
+            q: Some(q.into()),
+            limit: 20,
+            ..ListQuery::default()
+        };
+        let page = store::list(&mut conn, &tenant, &query).await.unwrap();
+        assert!(!page.items.is_empty(), "{q} finds something");
+    }
+    let searches = prepared(&mut conn, "%websearch_to_tsquery%").await;
+    assert_eq!(
+        searches, 2,
+        "the newest rows' check and the index's, once each"
+    );
+}
