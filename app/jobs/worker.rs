@@ -1,6 +1,9 @@
 //! The job worker: claims due jobs from the control database one at a time, renews the
 //! lease while a job runs, and records the outcome (done, a retry with exponential
-//! backoff, or dead). Every process runs one; they compete through `SKIP LOCKED`.
+//! backoff, or dead). Every process runs one; they compete through `SKIP LOCKED`. With
+//! nothing due it waits for an enqueue's notification (delivered by the control listener),
+//! polling only as a backstop, for jobs that become due later (retries) and notifications
+//! missed while the listener was away.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -10,12 +13,13 @@ use tracing::Instrument;
 
 use super::{Job, queue};
 use crate::sharding::access::Shards;
+use crate::sharding::listener::Invalidated;
 use crate::sharding::pool::PgPool;
 use crate::web::metrics::MetricSource;
 
 #[derive(Debug, Clone, Copy)]
 pub struct WorkerOptions {
-    /// Pause when the queue has nothing due.
+    /// The longest wait for an enqueue's notification when the queue has nothing due.
     pub poll: Duration,
     /// How long a claimed job stays ours without a heartbeat (renewed every third of it).
     pub lease: Duration,
@@ -27,7 +31,7 @@ pub struct WorkerOptions {
 impl Default for WorkerOptions {
     fn default() -> Self {
         Self {
-            poll: Duration::from_millis(500),
+            poll: Duration::from_secs(1),
             lease: Duration::from_secs(30),
             backoff: Duration::from_secs(1),
             max_backoff: Duration::from_secs(300),
@@ -63,12 +67,44 @@ impl JobCounts {
 
 const COUNTS_EVERY: Duration = Duration::from_secs(2);
 
+/// The channel the jobs table's trigger notifies on at every enqueue.
+pub const CHANNEL: &str = "autumn_jobs";
+
+/// Wakes this process's worker when a job is enqueued. The control listener delivers the
+/// notifications, and wakes it too when it reconnects (what was missed is unknown).
+#[derive(Default)]
+pub struct JobWakeups(tokio::sync::Notify);
+
+impl JobWakeups {
+    /// A wakeup that arrives while the worker is busy is kept for its next wait.
+    fn wake(&self) {
+        self.0.notify_one();
+    }
+}
+
+impl Invalidated for JobWakeups {
+    fn channel(&self) -> &'static str {
+        CHANNEL
+    }
+
+    fn evict(&self, _: &str) {
+        self.wake();
+    }
+
+    fn flush(&self) {
+        self.wake();
+    }
+
+    fn set_listener_connected(&self, _: bool) {}
+}
+
 pub fn spawn(
     control: PgPool,
     shards: Shards,
     worker_id: String,
     options: WorkerOptions,
     counts: Arc<JobCounts>,
+    wakeups: Arc<JobWakeups>,
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let mut counted_at: Option<Instant> = None;
@@ -84,7 +120,9 @@ pub fn spawn(
             }
             match run_one(&control, &shards, &worker_id, &options).await {
                 Ok(true) => complained = false,
-                Ok(false) => tokio::time::sleep(options.poll).await,
+                Ok(false) => {
+                    let _ = tokio::time::timeout(options.poll, wakeups.0.notified()).await;
+                }
                 Err(e) => {
                     if !complained {
                         tracing::warn!(error = %e, "job worker: cannot reach the queue; retrying");

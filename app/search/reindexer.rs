@@ -7,6 +7,15 @@
 //! backlog in batches. When the leader dies or loses its connection, Postgres ends its
 //! session and releases the lock, and the next follower to try, within a second, takes
 //! over. Shards are independent: a shard that is down only stalls its own task.
+//!
+//! A leader with nothing to do sleeps until a write wakes it. It arms the shard's wakeup
+//! (`search_wakeup.armed`), looks once more, and waits on `LISTEN search_pending`; the first
+//! write to mark a row after that disarms it and notifies (a NOTIFY serializes the commits
+//! of the transactions that send one, so only that one write sends it). The leader waits a
+//! few milliseconds more (a burst goes in one batch), then indexes. A poll every second is
+//! only the backstop. While a backlog remains it paces itself: batches take at most
+//! [`ReindexOptions::duty`] of its time, so that a burst of writes does not take the shard
+//! from the requests that made it.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
@@ -14,6 +23,7 @@ use std::time::{Duration, Instant};
 
 use tokio_postgres::Client;
 
+use crate::sharding::db_url::ListeningSession;
 use crate::sharding::{DbUrl, ShardSet};
 use crate::web::metrics::MetricSource;
 
@@ -27,8 +37,13 @@ pub const APPLICATION_NAME: &str = "bookmarks-reindexer";
 pub struct ReindexOptions {
     /// Rows per transaction.
     pub batch_size: i32,
-    /// Pause of a leader whose backlog is empty: bounds the indexing lag when idle.
+    /// The longest an idle leader waits for a wakeup before it looks anyway.
     pub idle_poll: Duration,
+    /// How long a woken leader waits for more writes before it indexes.
+    pub debounce: Duration,
+    /// The share of its time a leader with a backlog spends in batches (it pauses
+    /// between them for the rest), in (0, 1].
+    pub duty: f64,
     /// Pause of a follower between attempts at the lock: bounds the takeover time.
     pub follower_retry: Duration,
 }
@@ -37,11 +52,16 @@ impl Default for ReindexOptions {
     fn default() -> Self {
         Self {
             batch_size: 500,
-            idle_poll: Duration::from_millis(200),
+            idle_poll: Duration::from_secs(1),
+            debounce: Duration::from_millis(5),
+            duty: 0.5,
             follower_retry: Duration::from_secs(1),
         }
     }
 }
+
+/// The channel the marker trigger notifies on (`_search_mark_pending`).
+pub const WAKEUP_CHANNEL: &str = "search_pending";
 
 /// What this process knows about one shard's index, for metrics and the admin page.
 #[derive(Default)]
@@ -134,11 +154,14 @@ async fn run(
 ) {
     let mut logged_down = false;
     loop {
-        match url.connect_session(app_name, connect_timeout).await {
-            Ok(client) => {
+        match url
+            .connect_listening_session(app_name, connect_timeout)
+            .await
+        {
+            Ok(mut session) => {
                 logged_down = false;
                 state.reachable.store(true, Ordering::Relaxed);
-                let why = serve(shard, &client, options, state).await;
+                let why = serve(shard, &mut session, options, state).await;
                 state.leader.store(false, Ordering::Relaxed);
                 state.reachable.store(false, Ordering::Relaxed);
                 tracing::warn!(shard, reason = %why, "reindexer lost its shard connection");
@@ -159,36 +182,47 @@ async fn run(
 /// query on a live connection (say, the shard is not migrated yet) is retried in place.
 async fn serve(
     shard: &str,
-    client: &Client,
+    session: &mut ListeningSession,
     options: ReindexOptions,
     state: &ShardIndexState,
 ) -> String {
     let mut complained = false;
     loop {
-        let pause = match step(client, options, state).await {
-            Ok(pause) => {
+        let next = match step(session, options, state).await {
+            Ok(next) => {
                 complained = false;
-                pause
+                next
             }
-            Err(e) if client.is_closed() => return e,
+            Err(e) if session.client.is_closed() => return e,
             Err(e) => {
                 if !complained {
                     tracing::warn!(shard, error = %e, "reindexer: query failed; retrying");
                     complained = true;
                 }
-                options.follower_retry
+                Next::Pause(options.follower_retry)
             }
         };
-        tokio::time::sleep(pause).await;
+        match next {
+            Next::Pause(pause) => tokio::time::sleep(pause).await,
+            Next::Wakeup => wait_for_wakeup(session, options).await,
+        }
     }
+}
+
+/// What a leader or follower does after a step.
+enum Next {
+    Pause(Duration),
+    /// Nothing to index: sleep until a write notifies (or the backstop poll).
+    Wakeup,
 }
 
 /// One round: try the lock unless leading; drain the backlog if leading; record it.
 async fn step(
-    client: &Client,
+    session: &mut ListeningSession,
     options: ReindexOptions,
     state: &ShardIndexState,
-) -> Result<Duration, String> {
+) -> Result<Next, String> {
+    let client = &session.client;
     if !state.leader.load(Ordering::Relaxed) {
         let won: bool = client
             .query_one("SELECT pg_try_advisory_lock($1)", &[&LEADER_LOCK])
@@ -196,32 +230,63 @@ async fn step(
             .map_err(|e| e.to_string())?
             .get(0);
         if won {
+            client
+                .batch_execute(&format!("LISTEN {WAKEUP_CHANNEL}"))
+                .await
+                .map_err(|e| e.to_string())?;
             state.leader.store(true, Ordering::Relaxed);
             tracing::info!("reindexer: this process now leads its shard's indexing");
         }
     }
-    let pause = if state.leader.load(Ordering::Relaxed) {
-        if drain(client, options, state).await? {
-            Duration::ZERO
-        } else {
-            options.idle_poll
-        }
+    let next = if !state.leader.load(Ordering::Relaxed) {
+        Next::Pause(options.follower_retry)
+    } else if drain(client, options, state).await? {
+        Next::Pause(Duration::ZERO)
     } else {
-        options.follower_retry
+        // Armed first, then one more look: a marker committed before the arming is seen
+        // now, one committed after it notifies.
+        let pending: bool = client
+            .query_one(
+                "WITH armed AS (UPDATE search_wakeup SET armed = true WHERE NOT armed) \
+                 SELECT EXISTS (SELECT 1 FROM search_pending)",
+                &[],
+            )
+            .await
+            .map_err(|e| e.to_string())?
+            .get(0);
+        if pending {
+            Next::Pause(Duration::ZERO)
+        } else {
+            Next::Wakeup
+        }
     };
     observe(client, state).await?;
-    Ok(pause)
+    Ok(next)
+}
+
+/// Sleeps until a write notifies (then a little longer, so that a burst is one batch) or
+/// the backstop poll comes round.
+async fn wait_for_wakeup(session: &mut ListeningSession, options: ReindexOptions) {
+    let woken = tokio::time::timeout(options.idle_poll, session.notifications.recv()).await;
+    if let Ok(Some(_)) = woken {
+        tokio::time::sleep(options.debounce).await;
+    }
+    // Whatever else arrived meanwhile is covered by the coming batch.
+    while session.notifications.try_recv().is_ok() {}
 }
 
 /// Indexes batches until the backlog is empty (false) or a one-second slice is used up
 /// with work left (true), so that the lag figures stay fresh under a sustained burst.
+/// Between batches it pauses so that batches take `options.duty` of the time.
 async fn drain(
     client: &Client,
     options: ReindexOptions,
     state: &ShardIndexState,
 ) -> Result<bool, String> {
     let started = Instant::now();
+    let rest = (1.0 - options.duty) / options.duty;
     loop {
+        let batch = Instant::now();
         let n: i32 = client
             .query_one("SELECT search_index_batch($1)", &[&options.batch_size])
             .await
@@ -231,6 +296,7 @@ async fn drain(
         if n < options.batch_size {
             return Ok(false);
         }
+        tokio::time::sleep(batch.elapsed().mul_f64(rest)).await;
         if started.elapsed() > Duration::from_secs(1) {
             return Ok(true);
         }

@@ -38,23 +38,54 @@ impl DbUrl {
         application_name: &str,
         timeout: Duration,
     ) -> Result<tokio_postgres::Client, String> {
+        Ok(self
+            .connect_listening_session(application_name, timeout)
+            .await?
+            .client)
+    }
+
+    /// [`DbUrl::connect_session`], also delivering the session's notifications (after a
+    /// `LISTEN`) as `(channel, payload)`.
+    pub async fn connect_listening_session(
+        &self,
+        application_name: &str,
+        timeout: Duration,
+    ) -> Result<ListeningSession, String> {
+        use futures::StreamExt;
         let mut config: tokio_postgres::Config =
             self.expose().parse().map_err(|e| format!("{e}"))?;
         config
             .application_name(application_name)
             .connect_timeout(timeout);
-        let (client, connection) =
+        let (client, mut connection) =
             tokio::time::timeout(timeout, config.connect(tokio_postgres::NoTls))
                 .await
                 .map_err(|_| format!("no connection within {timeout:?}"))?
                 .map_err(|e| e.to_string())?;
+        let (tx, notifications) = tokio::sync::mpsc::unbounded_channel();
         let application_name = application_name.to_owned();
-        tokio::spawn(async move {
-            if let Err(e) = connection.await {
-                tracing::debug!(application_name, error = %e, "session connection ended");
+        let driver = tokio::spawn(async move {
+            let mut messages = futures::stream::poll_fn(move |cx| connection.poll_message(cx));
+            while let Some(message) = messages.next().await {
+                match message {
+                    Ok(tokio_postgres::AsyncMessage::Notification(n)) => {
+                        // Nobody listening any more is no reason to drop the session.
+                        let _ = tx.send((n.channel().to_owned(), n.payload().to_owned()));
+                    }
+                    Ok(_) => {}
+                    Err(e) => {
+                        tracing::debug!(application_name, error = %e, "session connection ended");
+                        return Some(e);
+                    }
+                }
             }
+            None
         });
-        Ok(client)
+        Ok(ListeningSession {
+            client,
+            notifications,
+            driver,
+        })
     }
 
     pub fn host(&self) -> &str {
@@ -66,6 +97,15 @@ impl DbUrl {
         let port = self.0.port().unwrap_or(5432);
         format!("{}:{port}{}", self.host(), self.0.path())
     }
+}
+
+/// A session with its notifications: see [`DbUrl::connect_listening_session`]. The session
+/// ends when its client is dropped.
+pub struct ListeningSession {
+    pub client: tokio_postgres::Client,
+    pub notifications: tokio::sync::mpsc::UnboundedReceiver<(String, String)>,
+    /// Drives the connection; ends with the error that closed it, if any.
+    pub driver: tokio::task::JoinHandle<Option<tokio_postgres::Error>>,
 }
 
 impl fmt::Display for DbUrl {

@@ -10,9 +10,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::StreamExt;
 use tokio::sync::mpsc;
-use tokio_postgres::{AsyncMessage, NoTls};
 
 use super::DbUrl;
 
@@ -103,40 +101,13 @@ impl Session {
         channels: &[&str],
         connect_timeout: Duration,
     ) -> Result<Self, String> {
-        let mut config: tokio_postgres::Config = url
-            .expose()
-            .parse()
-            .map_err(|e| format!("bad control URL: {e}"))?;
-        config
-            .application_name(APPLICATION_NAME)
-            .connect_timeout(connect_timeout);
-        let (client, mut connection) = tokio::time::timeout(connect_timeout, config.connect(NoTls))
-            .await
-            .map_err(|_| format!("no connection within {connect_timeout:?}"))?
-            .map_err(|e| e.to_string())?;
-        let (tx, payloads) = mpsc::unbounded_channel();
-        let driver = tokio::spawn(async move {
-            let mut messages = futures::stream::poll_fn(move |cx| connection.poll_message(cx));
-            while let Some(message) = messages.next().await {
-                match message {
-                    Ok(AsyncMessage::Notification(n)) => {
-                        if tx
-                            .send((n.channel().to_owned(), n.payload().to_owned()))
-                            .is_err()
-                        {
-                            return None;
-                        }
-                    }
-                    Ok(_) => {}
-                    Err(e) => return Some(e),
-                }
-            }
-            None
-        });
+        let opened = url
+            .connect_listening_session(APPLICATION_NAME, connect_timeout)
+            .await?;
         let session = Self {
-            client,
-            payloads,
-            driver,
+            client: opened.client,
+            payloads: opened.notifications,
+            driver: opened.driver,
         };
         let listen: String = channels.iter().map(|c| format!("LISTEN {c};")).collect();
         match tokio::time::timeout(PING_TIMEOUT, session.client.batch_execute(&listen)).await {

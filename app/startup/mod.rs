@@ -16,7 +16,7 @@ use tokio::net::TcpListener;
 use crate::admin::{self, AdminState, AdminToken, ControlDb};
 use crate::configuration::{AuthMode, Settings};
 use crate::fairness::Fairness;
-use crate::jobs::worker::{self, JobCounts, WorkerOptions};
+use crate::jobs::worker::{self, JobCounts, JobWakeups, WorkerOptions};
 use crate::migrate::{self, Kind, TargetFilter};
 use crate::search::reindexer::{self, IndexStates, ReindexOptions};
 use crate::sharding::access::Shards;
@@ -303,6 +303,10 @@ impl Application {
         if b.authenticator.mode() == AuthMode::ApiKey {
             invalidated.push(b.authenticator.keys().clone());
         }
+        let job_wakeups = Arc::new(JobWakeups::default());
+        if self.run_background.is_some() {
+            invalidated.push(job_wakeups.clone());
+        }
         if !invalidated.is_empty() {
             let topology = b.shards.set().topology();
             tasks.push(listener::spawn(
@@ -330,6 +334,7 @@ impl Application {
                 worker_id,
                 jobs,
                 Arc::clone(&b.jobs),
+                job_wakeups,
             ));
         }
         tasks

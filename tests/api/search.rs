@@ -427,3 +427,95 @@ async fn a_job_enqueued_before_its_tenant_was_re_pinned_runs_on_the_new_shard() 
     assert_eq!(row.result.as_ref().unwrap()["documents"], 1);
     app.stop().await;
 }
+
+/// The middle of five measurements.
+fn median(mut took: Vec<Duration>) -> Duration {
+    took.sort();
+    took[took.len() / 2]
+}
+
+#[tokio::test]
+async fn on_an_idle_app_a_write_is_indexed_and_a_job_started_within_100_ms_not_at_the_next_poll() {
+    // Its timings assert wake-ups, not polls: no other test loads the machine meanwhile.
+    let _alone = alone().await;
+    let layout = layout("").await;
+    let app = TestApp::spawn(layout.settings(), "wakeups").await;
+    let headers = app.tenant("hooli").await;
+    // The reindexer leads, finds nothing to do, and sleeps until a write wakes it: each
+    // measurement starts from an idle shard (the backstop poll is a second away).
+    let mut indexed_after = Vec::new();
+    for i in 0..5 {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let started = Instant::now();
+        let res = app
+            .post("/api/bookmarks")
+            .headers(headers.clone())
+            .json(&json!({"url": format!("https://h.example/woken/{i}")}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), 201);
+        let id = res.json::<Value>().await.unwrap()["id"].clone();
+        // Asked every 5 ms (not at `eventually`'s pace, which is slower than the target).
+        loop {
+            let page = app.get_json("/api/bookmarks?limit=1", "hooli").await;
+            if page["items"][0]["id"] == id && page["items"][0]["indexed"] == true {
+                break;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(3),
+                "bookmark {i} is indexed"
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        indexed_after.push(started.elapsed());
+    }
+    assert!(
+        median(indexed_after.clone()) <= Duration::from_millis(100),
+        "listed as indexed within 100 ms of the write (a 1 s poll would take 500 ms on \
+         average): {indexed_after:?}"
+    );
+
+    // The job worker sleeps until an enqueue notifies it.
+    let mut conn = control_conn(&layout).await;
+    let mut started_after = Vec::new();
+    for i in 0..5 {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let job = Job::ReindexTenant {
+            tenant: TenantId::parse(&format!("woken-{i}")).unwrap(),
+        };
+        let new = NewJob {
+            job: &job,
+            idempotency_key: None,
+            max_attempts: 1,
+        };
+        let (row, _) = queue::enqueue(&mut conn, &new).await.unwrap();
+        let state = format!("SELECT state FROM autumn_jobs WHERE id = {}", row.id);
+        let done = eventually(Duration::from_secs(3), || async {
+            sql(layout.control.0, &layout.control.1, &state).await[0][0].as_deref() == Some("done")
+        })
+        .await;
+        assert!(done, "job {i} ran");
+        // From its enqueue to its end, by the control database's own clock.
+        let took = sql(
+            layout.control.0,
+            &layout.control.1,
+            &format!(
+                "SELECT (extract(epoch FROM finished_at - created_at) * 1000)::int8 \
+                 FROM autumn_jobs WHERE id = {}",
+                row.id
+            ),
+        )
+        .await[0][0]
+            .as_deref()
+            .unwrap()
+            .parse::<u64>()
+            .unwrap();
+        started_after.push(Duration::from_millis(took));
+    }
+    assert!(
+        median(started_after.clone()) <= Duration::from_millis(100),
+        "a job is claimed and done within 100 ms of its enqueue: {started_after:?}"
+    );
+    app.stop().await;
+}
