@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
-use super::context::FenceOptions;
+use super::context::{DeletePacing, FenceOptions};
 use super::error::MoveError;
 use super::mover::Mover;
 use super::plan::TenantSelection;
@@ -122,12 +122,26 @@ pub struct Target {
     pub slots: Option<SlotRanges>,
 }
 
+/// How the delete step runs.
 #[derive(Debug, Args)]
 pub struct Grace {
     /// How long after the re-pin to wait before deleting, so every web replica's directory
     /// cache has expired (default: the configured directory_cache_ttl_ms), e.g. `5s`.
     #[arg(long, value_parser = humantime::parse_duration)]
     pub grace: Option<Duration>,
+    /// Rows deleted per transaction, with a pause after each as long as the batch took, so
+    /// that the source's other tenants keep their share of it; 0 deletes everything in one
+    /// transaction (the fastest on an idle shard).
+    #[arg(long, default_value_t = DeletePacing::default().batch_rows, value_name = "ROWS")]
+    pub delete_batch: u32,
+}
+
+impl Grace {
+    fn pacing(&self) -> DeletePacing {
+        DeletePacing {
+            batch_rows: self.delete_batch,
+        }
+    }
 }
 
 #[derive(Debug, Args)]
@@ -333,6 +347,7 @@ async fn run(settings: &Settings, command: Command) -> Result<(), MoveError> {
         }
         Command::Repin(target) => step(&mut mover, &target, Step::Repin, default_grace).await,
         Command::Delete { target, grace, .. } => {
+            mover.set_delete_pacing(grace.pacing());
             let grace = grace.grace.unwrap_or(default_grace);
             step(&mut mover, &target, Step::Delete, grace).await
         }
@@ -343,6 +358,7 @@ async fn run(settings: &Settings, command: Command) -> Result<(), MoveError> {
             fence,
         } => {
             mover.set_fence(fence.options());
+            mover.set_delete_pacing(grace.pacing());
             let selection = target.selection()?;
             let mut m = mover
                 .start(&target.from, &target.to, &selection, confirm)
@@ -368,6 +384,7 @@ async fn run(settings: &Settings, command: Command) -> Result<(), MoveError> {
             fence,
         } => {
             mover.set_fence(fence.options());
+            mover.set_delete_pacing(grace.pacing());
             let mut m = mover.load(id).await?;
             mover.claim(&m).await?;
             let confirm = confirm || m.confirm;

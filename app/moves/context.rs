@@ -70,6 +70,7 @@ impl Pair {
 
 pub struct StepContext<'a> {
     pub fence: FenceOptions,
+    pub delete: DeletePacing,
     pub control: &'a PgPool,
     pub shards: &'a ShardSet,
     pub tables: &'static [TenantTable],
@@ -92,6 +93,19 @@ impl Default for FenceOptions {
             max: Duration::from_secs(10),
             full: false,
         }
+    }
+}
+
+/// How the delete step clears the source: `batch_rows` rows per transaction, each batch
+/// followed by a pause as long as it took (0: one transaction for everything).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DeletePacing {
+    pub batch_rows: u32,
+}
+
+impl Default for DeletePacing {
+    fn default() -> Self {
+        Self { batch_rows: 2000 }
     }
 }
 

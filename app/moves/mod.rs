@@ -46,7 +46,7 @@ mod steps;
 pub mod tenant_guard;
 pub mod transfer;
 
-pub use context::FenceOptions;
+pub use context::{DeletePacing, FenceOptions};
 pub use error::MoveError;
 pub use mover::Mover;
 pub use record::{MoveRecord, MoveState, Step};

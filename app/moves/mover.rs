@@ -10,7 +10,9 @@ use std::time::Duration;
 use tokio_postgres::Client;
 
 use super::conn;
-use super::context::{self, FenceOptions, Pair, StepContext, directory_row, live_owners, rows_on};
+use super::context::{
+    self, DeletePacing, FenceOptions, Pair, StepContext, directory_row, live_owners, rows_on,
+};
 use super::error::{MoveError, on_control, on_shard};
 use super::plan::{self, TenantPlan, TenantSelection};
 use super::progress::MoveProgress;
@@ -41,6 +43,7 @@ pub struct Mover {
     /// The current move's shard sessions, kept between steps.
     pair: Option<Pair>,
     fence: FenceOptions,
+    delete: DeletePacing,
 }
 
 impl Mover {
@@ -76,6 +79,7 @@ impl Mover {
             progress: MoveProgress::new("move_slot".to_owned()),
             pair: None,
             fence: FenceOptions::default(),
+            delete: DeletePacing::default(),
         })
     }
 
@@ -86,6 +90,11 @@ impl Mover {
     /// How the verify step treats the fence from now on.
     pub fn set_fence(&mut self, fence: FenceOptions) {
         self.fence = fence;
+    }
+
+    /// How the delete step clears the source from now on.
+    pub fn set_delete_pacing(&mut self, delete: DeletePacing) {
+        self.delete = delete;
     }
 
     fn shard_url(&self, name: &str) -> Result<&DbUrl, MoveError> {
@@ -477,6 +486,7 @@ impl Mover {
         let mut pair = self.take_pair(m).await?;
         let mut cx = StepContext {
             fence: self.fence,
+            delete: self.delete,
             control: &self.control,
             shards: &self.shards,
             tables: self.tables,

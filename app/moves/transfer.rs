@@ -10,6 +10,7 @@ use tokio_postgres::Client;
 use tokio_postgres::IsolationLevel;
 
 use super::conn::{ident, literal};
+use super::context::DeletePacing;
 use super::pause::{PausePoint, pause_at};
 use super::progress::MoveProgress;
 use super::tenant_guard;
@@ -122,7 +123,7 @@ pub async fn bulk(
         .map(|t| literal(t))
         .collect::<Vec<_>>()
         .join(", ");
-    delete_tenants(&into, tables, tenants).await?;
+    delete_tenants(&into, tables, tenants, None).await?;
     let mut copied = 0;
     for table in tables {
         let out = snapshot
@@ -158,24 +159,30 @@ pub async fn bulk(
     Ok(copied)
 }
 
-/// Deletes `tenants`' rows from every table, in `tx` (which must bypass the guard).
+/// Deletes `tenants`' rows from every table (at most `limit` per table), in `tx` (which
+/// must bypass the guard).
 async fn delete_tenants(
     tx: &tokio_postgres::Transaction<'_>,
     tables: &[TableInfo],
     tenants: &[String],
+    limit: Option<i64>,
 ) -> Result<u64, tokio_postgres::Error> {
     let mut deleted = 0;
     for table in tables {
-        deleted += tx
-            .execute(
-                &format!(
-                    "DELETE FROM {} WHERE {} = ANY($1)",
-                    table.name(),
-                    table.tenant_column()
-                ),
-                &[&tenants],
-            )
-            .await?;
+        let (name, tenant) = (table.name(), table.tenant_column());
+        deleted += match limit {
+            None => {
+                let sql = format!("DELETE FROM {name} WHERE {tenant} = ANY($1)");
+                tx.execute(&sql, &[&tenants]).await?
+            }
+            Some(limit) => {
+                let sql = format!(
+                    "DELETE FROM {name} WHERE ctid = ANY (ARRAY(\
+                     SELECT ctid FROM {name} WHERE {tenant} = ANY($1) LIMIT $2))"
+                );
+                tx.execute(&sql, &[&tenants, &limit]).await?
+            }
+        };
     }
     Ok(deleted)
 }
@@ -279,17 +286,38 @@ pub async fn catch_up(
     Ok(seqs.len() as u64)
 }
 
-/// Deletes `tenants`' rows on the connected shard in a transaction of their own (the guard
-/// lets the mover through). Returns the rows deleted.
+/// Deletes `tenants`' rows on the connected shard (the guard lets the mover through), in
+/// batches as `pacing` says. Returns the rows deleted.
 pub async fn delete_moved_rows(
     shard: &mut Client,
     move_id: i64,
     tenants: &[String],
     tables: &[TableInfo],
+    pacing: DeletePacing,
 ) -> Result<u64, tokio_postgres::Error> {
-    let tx = shard.transaction().await?;
-    tenant_guard::bypass(&tx, move_id).await?;
-    let deleted = delete_tenants(&tx, tables, tenants).await?;
-    tx.commit().await?;
-    Ok(deleted)
+    if pacing.batch_rows == 0 {
+        let tx = shard.transaction().await?;
+        tenant_guard::bypass(&tx, move_id).await?;
+        let deleted = delete_tenants(&tx, tables, tenants, None).await?;
+        tx.commit().await?;
+        return Ok(deleted);
+    }
+    // One short transaction per batch, then a pause as long as it took: the shard's other
+    // tenants keep half of its time, and no transaction holds a whole tenant's row locks
+    // and WAL. Nobody writes these rows meanwhile (the guard refuses them), so a delete
+    // resumed after a crash simply deletes what is left.
+    let limit = i64::from(pacing.batch_rows);
+    let mut deleted = 0;
+    loop {
+        let started = std::time::Instant::now();
+        let tx = shard.transaction().await?;
+        tenant_guard::bypass(&tx, move_id).await?;
+        let n = delete_tenants(&tx, tables, tenants, Some(limit)).await?;
+        tx.commit().await?;
+        deleted += n;
+        if n == 0 {
+            return Ok(deleted);
+        }
+        tokio::time::sleep(started.elapsed()).await;
+    }
 }

@@ -125,7 +125,7 @@ async fn remove_copy(
 ) -> Result<(), MoveError> {
     let tenants = scope.members(cx, Side::Dest).await?;
     let pair = &mut *cx.pair;
-    transfer::delete_moved_rows(&mut pair.dest, m.id, &tenants, &pair.tables)
+    transfer::delete_moved_rows(&mut pair.dest, m.id, &tenants, &pair.tables, cx.delete)
         .await
         .map_err(on_shard(format!(
             "cannot remove the copied rows from {}",

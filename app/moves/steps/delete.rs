@@ -30,9 +30,10 @@ pub async fn run(
     // The source refuses the range's writes since the fence, so this is what was verified.
     let tenants = scope.members(cx, Side::Source).await?;
     let pair = &mut *cx.pair;
-    let deleted = transfer::delete_moved_rows(&mut pair.source, m.id, &tenants, &pair.tables)
-        .await
-        .map_err(on_shard(format!("cannot delete the rows on {}", m.from)));
+    let deleted =
+        transfer::delete_moved_rows(&mut pair.source, m.id, &tenants, &pair.tables, cx.delete)
+            .await
+            .map_err(on_shard(format!("cannot delete the rows on {}", m.from)));
     let cleared = transfer::clear_changes(&pair.source, m.id)
         .await
         .map_err(on_shard("cannot clear the change log"));
