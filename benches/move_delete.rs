@@ -12,7 +12,8 @@
 //! Variants (`BENCH_VARIANTS`, default `before,after`):
 //! - `before`: the delete in one transaction (`--delete-batch 0`) and a reindexer that
 //!   indexes back to back (duty 1.0), as before they were paced;
-//! - `after`: the defaults, batches of 2 000 rows each followed by a pause as long as it,
+//! - `after`: the defaults, batches of 500 rows (`BENCH_DELETE_BATCH`) each followed by a
+//!   pause three times as long,
 //!   and a reindexer that indexes half of the time at most.
 //!
 //! Prints per variant the small tenants' p50/p99/max before the move, during its copy,
@@ -55,6 +56,8 @@ struct Busy {
     vacuuming: u32,
     pending: i64,
     dead_rows: i64,
+    /// The reindexer's wait (`type:event`) and how long its statement has run, if active.
+    reindexer: String,
 }
 
 fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
@@ -135,7 +138,11 @@ async fn sampler(
                                   AND query LIKE '%search_index_batch%')::int4, \
                  count(*) FILTER (WHERE backend_type = 'autovacuum worker')::int4, \
                  (SELECT count(*) FROM search_pending), \
-                 (SELECT coalesce(sum(n_dead_tup), 0)::int8 FROM pg_stat_user_tables) \
+                 (SELECT coalesce(sum(n_dead_tup), 0)::int8 FROM pg_stat_user_tables), \
+                 (SELECT string_agg(coalesce(wait_event_type || ':' || wait_event, 'cpu') || ' for ' \
+                         || (extract(epoch FROM now() - query_start) * 1000)::int8 || ' ms', ', ') \
+                  FROM pg_stat_activity WHERE application_name LIKE 'bookmarks-reindexer%' \
+                  AND state = 'active' AND datname = current_database()) \
                  FROM pg_stat_activity WHERE datname = current_database()",
                 &[],
             )
@@ -148,6 +155,7 @@ async fn sampler(
                 vacuuming: r.get::<_, i32>(2) as u32,
                 pending: r.get(3),
                 dead_rows: r.get(4),
+                reindexer: r.get::<_, Option<String>>(5).unwrap_or_default(),
             });
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
@@ -200,25 +208,33 @@ async fn bench() {
     let variants = std::env::var("BENCH_VARIANTS").unwrap_or_else(|_| "before,after".to_owned());
 
     let mut report = Vec::new();
-    for variant in variants.split(',').map(str::trim) {
+    for (round, variant) in variants.split(',').map(str::trim).enumerate() {
         let (pacing, duty) = match variant {
             "before" => (DeletePacing { batch_rows: 0 }, 1.0),
-            "after" => (DeletePacing::default(), ReindexOptions::default().duty),
+            "after" => (
+                DeletePacing {
+                    batch_rows: env_or("BENCH_DELETE_BATCH", DeletePacing::default().batch_rows),
+                },
+                ReindexOptions::default().duty,
+            ),
             other => panic!("BENCH_VARIANTS: {other} is neither before nor after"),
         };
-        let mut options = test_options(&format!("bench-{variant}"));
+        let mut options = test_options(&format!("bench-{round}-{variant}"));
         options.reindex = ReindexOptions {
             duty,
             ..ReindexOptions::default()
         };
         let app = Arc::new(TestApp::spawn_with(layout.settings(), options).await);
-        let whale = format!("whale-{variant}-{rows}");
-        assert_eq!(hash_shard(&app.settings, &whale), "shard1", "{whale}");
-        let cotenants: Vec<String> = (0..)
-            .map(|i| format!("cotenant-{variant}-{i}"))
-            .filter(|t| hash_shard(&app.settings, t) == "shard1")
-            .take(cotenant_count)
-            .collect();
+        // Tenants the hash puts on shard1, the source.
+        let on_source = |prefix: &str, n: usize| -> Vec<String> {
+            (0..)
+                .map(|i| format!("{prefix}-{round}-{variant}-{i}"))
+                .filter(|t| hash_shard(&app.settings, t) == "shard1")
+                .take(n)
+                .collect()
+        };
+        let whale = on_source("whale", 1).remove(0);
+        let cotenants = on_source("cotenant", cotenant_count);
         // Tenants that have been in use for a while: their rows are indexed already (built
         // here in one statement with the triggers off, not by the reindexer).
         let owners: Vec<(String, usize)> = std::iter::once((whale.clone(), rows))
@@ -301,7 +317,7 @@ async fn bench() {
             if pacing.batch_rows == 0 {
                 "one transaction"
             } else {
-                "each followed by a pause as long as it"
+                "each followed by a pause three times as long"
             },
             m.rows_deleted,
             (delete_ended - delete_started).as_secs_f64(),
@@ -329,7 +345,7 @@ async fn bench() {
             };
             let last = looks.last().map(|b| (*b).clone()).unwrap_or_default();
             out += &format!(
-                "    +{:>3} s  {}  | delete {:>3.0} %, reindex {:>3.0} %, vacuum {:>3.0} %, backlog {:>6}, dead rows {:>7}\n",
+                "    +{:>3} s  {}  | delete {:>3.0} %, reindex {:>3.0} %, vacuum {:>3.0} %, backlog {:>6}, dead rows {:>7} {}\n",
                 (from - delete_started).as_secs(),
                 figures(&samples, from, to),
                 share(|b| b.deleting),
@@ -337,6 +353,7 @@ async fn bench() {
                 share(|b| b.vacuuming),
                 last.pending,
                 last.dead_rows,
+                last.reindexer,
             );
             from = to;
         }

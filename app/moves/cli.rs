@@ -129,9 +129,9 @@ pub struct Grace {
     /// cache has expired (default: the configured directory_cache_ttl_ms), e.g. `5s`.
     #[arg(long, value_parser = humantime::parse_duration)]
     pub grace: Option<Duration>,
-    /// Rows deleted per transaction, with a pause after each as long as the batch took, so
-    /// that the source's other tenants keep their share of it; 0 deletes everything in one
-    /// transaction (the fastest on an idle shard).
+    /// Rows deleted per transaction, with a pause after each three times as long as the
+    /// batch took, so that the source's other tenants keep most of it; 0 deletes everything
+    /// in one transaction (the fastest on an idle shard).
     #[arg(long, default_value_t = DeletePacing::default().batch_rows, value_name = "ROWS")]
     pub delete_batch: u32,
 }

@@ -123,7 +123,7 @@ pub async fn bulk(
         .map(|t| literal(t))
         .collect::<Vec<_>>()
         .join(", ");
-    delete_tenants(&into, tables, tenants, None).await?;
+    delete_tenants(&into, tables, tenants).await?;
     let mut copied = 0;
     for table in tables {
         let out = snapshot
@@ -159,32 +159,63 @@ pub async fn bulk(
     Ok(copied)
 }
 
-/// Deletes `tenants`' rows from every table (at most `limit` per table), in `tx` (which
-/// must bypass the guard).
+/// Deletes `tenants`' rows from every table, in `tx` (which must bypass the guard).
 async fn delete_tenants(
     tx: &tokio_postgres::Transaction<'_>,
     tables: &[TableInfo],
     tenants: &[String],
-    limit: Option<i64>,
 ) -> Result<u64, tokio_postgres::Error> {
     let mut deleted = 0;
     for table in tables {
-        let (name, tenant) = (table.name(), table.tenant_column());
-        deleted += match limit {
-            None => {
-                let sql = format!("DELETE FROM {name} WHERE {tenant} = ANY($1)");
-                tx.execute(&sql, &[&tenants]).await?
-            }
-            Some(limit) => {
-                let sql = format!(
-                    "DELETE FROM {name} WHERE ctid = ANY (ARRAY(\
-                     SELECT ctid FROM {name} WHERE {tenant} = ANY($1) LIMIT $2))"
-                );
-                tx.execute(&sql, &[&tenants, &limit]).await?
-            }
-        };
+        let sql = format!(
+            "DELETE FROM {} WHERE {} = ANY($1)",
+            table.name(),
+            table.tenant_column()
+        );
+        deleted += tx.execute(&sql, &[&tenants]).await?;
     }
     Ok(deleted)
+}
+
+/// Where a batched delete has got to in one table: the last (tenant, key as text) deleted.
+type Position = Option<(String, String)>;
+
+/// Deletes up to `limit` of `tenants`' rows of `table` after `after`, in key order, in
+/// `tx` (which must bypass the guard); returns how many and where it stopped. Starting
+/// after the last batch (not from the first row again) keeps each batch's index scan from
+/// stepping over the rows the earlier batches deleted.
+async fn delete_batch(
+    tx: &tokio_postgres::Transaction<'_>,
+    table: &TableInfo,
+    tenants: &[String],
+    after: &Position,
+    limit: i64,
+) -> Result<(u64, Position), tokio_postgres::Error> {
+    let (name, tenant, key) = (table.name(), table.tenant_column(), table.key_column());
+    let from = match after {
+        Some(_) => format!(
+            "AND ({tenant}, {key}) > ($3::text, $4::text::{})",
+            table.key_type
+        ),
+        None => "AND $3::text IS NULL AND $4::text IS NULL".to_owned(),
+    };
+    let sql = format!(
+        "WITH doomed AS (SELECT ctid, {tenant} AS t, {key} AS k FROM {name} \
+         WHERE {tenant} = ANY($1) {from} ORDER BY {tenant}, {key} LIMIT $2), \
+         gone AS (DELETE FROM {name} WHERE ctid IN (SELECT ctid FROM doomed)) \
+         SELECT count(*), (SELECT t FROM doomed ORDER BY t DESC, k DESC LIMIT 1), \
+         (SELECT k::text FROM doomed ORDER BY t DESC, k DESC LIMIT 1) FROM doomed"
+    );
+    let (t, k) = match after {
+        Some((t, k)) => (Some(t.as_str()), Some(k.as_str())),
+        None => (None, None),
+    };
+    let row = tx.query_one(&sql, &[&tenants, &limit, &t, &k]).await?;
+    let n: i64 = row.get(0);
+    let last = row
+        .get::<_, Option<String>>(1)
+        .zip(row.get::<_, Option<String>>(2));
+    Ok((n as u64, last))
 }
 
 fn bytecount(chunk: &[u8]) -> u64 {
@@ -298,26 +329,31 @@ pub async fn delete_moved_rows(
     if pacing.batch_rows == 0 {
         let tx = shard.transaction().await?;
         tenant_guard::bypass(&tx, move_id).await?;
-        let deleted = delete_tenants(&tx, tables, tenants, None).await?;
+        let deleted = delete_tenants(&tx, tables, tenants).await?;
         tx.commit().await?;
         return Ok(deleted);
     }
-    // One short transaction per batch, then a pause as long as it took: the shard's other
-    // tenants keep half of its time, and no transaction holds a whole tenant's row locks
-    // and WAL. Nobody writes these rows meanwhile (the guard refuses them), so a delete
-    // resumed after a crash simply deletes what is left.
+    // One short transaction per batch, then a pause: the shard's other tenants keep most of
+    // its time, and no transaction holds a whole tenant's row locks and WAL. Nobody writes
+    // these rows meanwhile (the guard refuses them), so a delete resumed after a crash
+    // simply deletes what is left.
     let limit = i64::from(pacing.batch_rows);
     let mut deleted = 0;
-    loop {
-        let started = std::time::Instant::now();
-        let tx = shard.transaction().await?;
-        tenant_guard::bypass(&tx, move_id).await?;
-        let n = delete_tenants(&tx, tables, tenants, Some(limit)).await?;
-        tx.commit().await?;
-        deleted += n;
-        if n == 0 {
-            return Ok(deleted);
+    for table in tables {
+        let mut after = None;
+        loop {
+            let started = std::time::Instant::now();
+            let tx = shard.transaction().await?;
+            tenant_guard::bypass(&tx, move_id).await?;
+            let (n, last) = delete_batch(&tx, table, tenants, &after, limit).await?;
+            tx.commit().await?;
+            deleted += n;
+            if (n as i64) < limit {
+                break;
+            }
+            after = last;
+            tokio::time::sleep(started.elapsed().mul_f64(DeletePacing::REST)).await;
         }
-        tokio::time::sleep(started.elapsed()).await;
     }
+    Ok(deleted)
 }

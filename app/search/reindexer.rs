@@ -75,6 +75,8 @@ pub struct ShardIndexState {
     pub lag_ms: AtomicU64,
     /// Rows indexed by this process.
     pub indexed: AtomicU64,
+    /// The backlog when this process last had `search_pending` analyzed (see [`observe`]).
+    analyzed_at: AtomicI64,
 }
 
 /// A copy of [`ShardIndexState`] to show.
@@ -303,7 +305,15 @@ async fn drain(
     }
 }
 
-/// Records the backlog and its age.
+/// A backlog this large, four times what it was at the last `ANALYZE`, is analyzed anew.
+const ANALYZE_FROM: i64 = 1000;
+
+/// Records the backlog and its age. A leader that sees the backlog jump (a move's delete
+/// or copy marks a whole tenant at once) has `search_pending` analyzed: every session keeps
+/// the plans it made for the table while it was nearly empty, and a plan that scans it per
+/// row (the list's "waits for the index" check) takes hundreds of milliseconds once it holds
+/// 100 000 markers, until autovacuum's own analyze, up to a minute later. An `ANALYZE`
+/// invalidates those plans everywhere at once.
 async fn observe(client: &Client, state: &ShardIndexState) -> Result<(), String> {
     let row = client
         .query_one(
@@ -313,10 +323,29 @@ async fn observe(client: &Client, state: &ShardIndexState) -> Result<(), String>
         )
         .await
         .map_err(|e| e.to_string())?;
-    state.pending.store(row.get(0), Ordering::Relaxed);
+    let pending: i64 = row.get(0);
+    state.pending.store(pending, Ordering::Relaxed);
     state
         .lag_ms
         .store(row.get::<_, f64>(1).max(0.0) as u64, Ordering::Relaxed);
+    let analyzed_at = state.analyzed_at.load(Ordering::Relaxed);
+    if !state.leader.load(Ordering::Relaxed) {
+        return Ok(());
+    }
+    if pending >= ANALYZE_FROM && pending >= 4 * analyzed_at {
+        client
+            .batch_execute("ANALYZE search_pending")
+            .await
+            .map_err(|e| e.to_string())?;
+        state.analyzed_at.store(pending, Ordering::Relaxed);
+        tracing::info!(
+            pending,
+            "reindexer: the backlog jumped; search_pending analyzed"
+        );
+    } else if pending < analyzed_at / 4 {
+        // Drained: the next jump is measured from here.
+        state.analyzed_at.store(pending, Ordering::Relaxed);
+    }
     Ok(())
 }
 

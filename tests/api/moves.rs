@@ -300,6 +300,43 @@ async fn run_moves_a_tenant_with_its_ids_timestamps_and_tags_and_leaves_nothing_
 }
 
 #[tokio::test]
+async fn a_delete_in_small_batches_walks_across_tenants_and_leaves_nothing_behind() {
+    let layout = move_layout().await;
+    let app = spawn(&layout, "batched-delete").await;
+    let tool = Tool::new(&layout);
+    // Three tenants on one shard, 12 + 13 + 14 rows, deleted 5 at a time: batches end in
+    // the middle of a tenant and straddle two.
+    let (first, home, away) = tenant(&app, "batched");
+    let mut tenants = vec![first];
+    while tenants.len() < 3 {
+        let (t, h, _) = tenant(&app, "batched");
+        if h == home {
+            tenants.push(t);
+        }
+    }
+    for (i, t) in tenants.iter().enumerate() {
+        seed(&layout, &home, t, 12 + i).await;
+    }
+    let mut args = vec!["run", "--from", &home, "--to", &away];
+    for t in &tenants {
+        args.extend(["--tenant", t.as_str()]);
+    }
+    args.extend(["--confirm", "--grace", "0s", "--delete-batch", "5"]);
+    let done = tool.ok(&args);
+    assert_eq!(done["state"], "done", "{done}");
+    assert_eq!(done["rows_deleted"], 39, "{done}");
+    for (i, t) in tenants.iter().enumerate() {
+        assert_eq!(count(&layout, &home, t).await, 0, "{t} left nothing behind");
+        assert_eq!(
+            count(&layout, &away, t).await,
+            12 + i as i64,
+            "{t} arrived whole"
+        );
+    }
+    app.stop().await;
+}
+
+#[tokio::test]
 async fn search_follows_a_moved_tenant_to_its_new_shard() {
     let layout = move_layout().await;
     let app = spawn(&layout, "search-mover").await;
