@@ -9,11 +9,12 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
-use super::context::{DeletePacing, FenceOptions};
+use super::context::FenceOptions;
 use super::error::MoveError;
 use super::mover::Mover;
 use super::plan::TenantSelection;
 use super::record::{MoveRecord, Step};
+use super::transfer::DeletePacing;
 use crate::bookmarks::TENANT_TABLES;
 use crate::configuration::{ConfigPath, Settings};
 use crate::sharding::SLOT_COUNT;

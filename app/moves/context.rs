@@ -10,7 +10,7 @@ use super::conn;
 use super::error::{DbError, MoveError, on_control};
 use super::progress::MoveProgress;
 use super::record::{self, MoveRecord, MoveState, Set};
-use super::transfer::{self, Keys, TableInfo};
+use super::transfer::{self, DeletePacing, Keys, TableInfo};
 use crate::sharding::directory::table;
 use crate::sharding::pool::{PgConn, PgPool};
 use crate::sharding::slot_map::{self, SlotOwners};
@@ -93,27 +93,6 @@ impl Default for FenceOptions {
             max: Duration::from_secs(10),
             full: false,
         }
-    }
-}
-
-/// How the delete step clears the source: `batch_rows` rows per transaction, each batch
-/// followed by a pause [`DeletePacing::REST`] times as long as it took (0: one transaction
-/// for everything).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct DeletePacing {
-    pub batch_rows: u32,
-}
-
-impl DeletePacing {
-    /// The pause after a batch, in multiples of the batch's own time: deleting takes a
-    /// quarter of the time at most. Nothing waits for these rows to go (no route leads to
-    /// them any more), so the source's other tenants come first.
-    pub const REST: f64 = 3.0;
-}
-
-impl Default for DeletePacing {
-    fn default() -> Self {
-        Self { batch_rows: 500 }
     }
 }
 

@@ -46,7 +46,8 @@ mod steps;
 pub mod tenant_guard;
 pub mod transfer;
 
-pub use context::{DeletePacing, FenceOptions};
+pub use context::FenceOptions;
 pub use error::MoveError;
 pub use mover::Mover;
 pub use record::{MoveRecord, MoveState, Step};
+pub use transfer::DeletePacing;

@@ -10,16 +10,14 @@ use std::time::Duration;
 use tokio_postgres::Client;
 
 use super::conn;
-use super::context::{
-    self, DeletePacing, FenceOptions, Pair, StepContext, directory_row, live_owners, rows_on,
-};
+use super::context::{self, FenceOptions, Pair, StepContext, directory_row, live_owners, rows_on};
 use super::error::{MoveError, on_control, on_shard};
 use super::plan::{self, TenantPlan, TenantSelection};
 use super::progress::MoveProgress;
 use super::record::{self, CreateError, MoveRecord, MoveState, NewMove, Step, StepCheck};
 use super::scope;
 use super::steps::{self, abort::AbortCheck};
-use super::transfer;
+use super::transfer::{self, DeletePacing};
 use crate::configuration::Settings;
 use crate::sharding::directory::placement::{self, NamedRoute};
 use crate::sharding::pool::{PgPool, build_pool};

@@ -10,7 +10,6 @@ use tokio_postgres::Client;
 use tokio_postgres::IsolationLevel;
 
 use super::conn::{ident, literal};
-use super::context::DeletePacing;
 use super::pause::{PausePoint, pause_at};
 use super::progress::MoveProgress;
 use super::tenant_guard;
@@ -315,6 +314,27 @@ pub async fn catch_up(
         }
     }
     Ok(seqs.len() as u64)
+}
+
+/// How the delete step clears the source: `batch_rows` rows per transaction, each batch
+/// followed by a pause [`DeletePacing::REST`] times as long as it took (0: one transaction
+/// for everything).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DeletePacing {
+    pub batch_rows: u32,
+}
+
+impl DeletePacing {
+    /// The pause after a batch, in multiples of the batch's own time: deleting takes a
+    /// quarter of the time at most. Nothing waits for these rows to go (no route leads to
+    /// them any more), so the source's other tenants come first.
+    pub const REST: f64 = 3.0;
+}
+
+impl Default for DeletePacing {
+    fn default() -> Self {
+        Self { batch_rows: 500 }
+    }
 }
 
 /// Deletes `tenants`' rows on the connected shard (the guard lets the mover through), in
