@@ -153,6 +153,7 @@ impl Args {
                 shards: self.verify_shards.clone(),
             }),
             timeline: self.timeline.clone(),
+            stop: None,
         }
     }
 }

@@ -638,7 +638,7 @@ pub async fn open_loop(
     let mut due_count = 0u64;
     while due_count < limit {
         let offset = due_count as f64 / rate;
-        if offset >= span {
+        if offset >= span || config.stopped() {
             break;
         }
         let at = Duration::from_secs_f64(offset);
@@ -692,11 +692,13 @@ pub async fn closed_loop(shared: &Arc<Shared>, config: &Config, concurrency: usi
     for w in 0..concurrency as u64 {
         let shared = Arc::clone(shared);
         let issued = Arc::clone(&issued);
+        let stop = config.stop.clone();
+        let stopped = move || stop.as_ref().is_some_and(|s| s.load(Ordering::Relaxed));
         let mut rng = StdRng::seed_from_u64(config.seed.wrapping_add(w));
         workers.spawn(async move {
             loop {
                 let sent = Instant::now();
-                if sent >= end || issued.fetch_add(1, Ordering::Relaxed) >= limit {
+                if sent >= end || stopped() || issued.fetch_add(1, Ordering::Relaxed) >= limit {
                     break;
                 }
                 let (tenant, op, choice) = shared.pick(&mut rng);

@@ -85,6 +85,10 @@ pub struct Config {
     /// A fault timeline (`scripts/nemesis.sh`) to join the load with; with `verify`, the
     /// read-back waits until it says the stack is healed.
     pub timeline: Option<std::path::PathBuf>,
+    /// Ends the load before `duration` once set (a caller that runs it beside something
+    /// else of unknown length); what was sent is measured and checked as usual.
+    #[serde(skip)]
+    pub stop: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
 }
 
 fn seconds<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
@@ -113,6 +117,7 @@ impl Default for Config {
             progress: false,
             verify: None,
             timeline: None,
+            stop: None,
         }
     }
 }
@@ -192,6 +197,13 @@ impl Config {
             }
         }
         Ok(Population::new(self.tenants, self.zipf, &self.whales)?)
+    }
+
+    /// Whether [`Config::stop`] was set.
+    pub(crate) fn stopped(&self) -> bool {
+        self.stop
+            .as_ref()
+            .is_some_and(|s| s.load(std::sync::atomic::Ordering::Relaxed))
     }
 
     /// `base_url` without a trailing slash, for appending `/api/…`.
