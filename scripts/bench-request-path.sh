@@ -20,7 +20,15 @@
 #   b) the bare handler: list, get by id, create;
 #   c) the app: the same three;
 #   d) the same app build in `trusted_header` mode (the tenant header alone, no key), the
-#      same three: c) against d) is what the cached key check costs.
+#      same three: c) against d) is what the cached key check costs;
+#   e) a small tenant's list (SMALL_ROWS, 20 bookmarks: the common case) on all of them and
+#      pgbench;
+#   f) latency the way users feel it: `loadgen` open loop at 50 % and 80 % of each
+#      endpoint's saturation throughput found by c) (and a mix of them, 6 lists, 3 gets and
+#      a create in ten), against the app and against the bare handler at the same rates,
+#      with the app's reindexer and job worker running; p50, p99 and p99.9 of each side by
+#      side, and the targets (at 50 %: p99 ≤ 5 ms for list and get, ≤ 10 ms for create;
+#      app p99 ≤ 1.5× bare's).
 # Both servers run throughout, so background work caused by the writes (the app's
 # reindexer) loads both runs alike; each measurement starts with the search backlog empty.
 # Prints requests/s, p99 and the server's CPU time per request of each, app/bare and
@@ -28,8 +36,9 @@
 # stopped and removed on exit (KEEP=1 keeps the temp dir with the logs; with PERF=1 and
 # KEEP=1 it also keeps a `perf record` of the app during each of its runs).
 #
-# Other knobs: DURATION, WARMUP, CONNS, THREADS, ROWS, POOL_SIZE; ENDPOINTS="get create"
-# and SKIP_PGBENCH=1 for quicker comparisons; APP_BIN/BARE_BIN to measure other builds;
+# Other knobs: DURATION, WARMUP, CONNS, THREADS, ROWS, SMALL_ROWS, POOL_SIZE;
+# OPEN_DURATION (20s) and LOADS ("0.5 0.8") for f), SKIP_OPEN_LOOP=1 to leave it out;
+# ENDPOINTS="get create" and SKIP_PGBENCH=1 for quicker comparisons; APP_BIN/BARE_BIN to measure other builds;
 # APP_RUST_LOG/APP_LOG_FORMAT to run the app with other logging; HOLD=1 to set everything
 # up and wait (profiling by hand).
 #
@@ -45,11 +54,17 @@ WARMUP=${WARMUP:-3s}
 CONNS=${CONNS:-16}
 THREADS=${THREADS:-2}
 ROWS=${ROWS:-5000}
+SMALL_ROWS=${SMALL_ROWS:-20}
 POOL_SIZE=${POOL_SIZE:-8}
+OPEN_DURATION=${OPEN_DURATION:-20s}
+LOADS=${LOADS:-0.5 0.8}
 PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
-TENANT=bench-tenant
+# loadgen's own names, so that its open-loop runs (f) can address them: `--tenants 1` is
+# the big tenant.
+TENANT=tenant-0001
+SMALL_TENANT=small-tenant
 # For quicker comparisons: a subset of endpoints, or SKIP_PGBENCH=1.
-ENDPOINTS=${ENDPOINTS:-list get create}
+ENDPOINTS=${ENDPOINTS:-list get create list-small}
 
 log() { printf '== %s\n' "$*" >&2; }
 die() { printf 'error: %s\n' "$*" >&2; exit 1; }
@@ -69,8 +84,9 @@ fi
 
 if [ -z "${SKIP_BUILD:-}" ]; then
 	log "building (release)"
-	flock /tmp/cargo-build.lock cargo build --release --bin bookmarks --example bare_list
+	flock /tmp/cargo-build.lock cargo build --release --bin bookmarks --example bare_list --bin loadgen
 fi
+LOADGEN_BIN=${LOADGEN_BIN:-$ROOT/target/release/loadgen}
 # APP_BIN / BARE_BIN: measure other builds (say, copies of an earlier commit's) instead.
 APP_BIN=${APP_BIN:-$ROOT/target/release/bookmarks}
 BARE_BIN=${BARE_BIN:-$ROOT/target/release/examples/bare_list}
@@ -166,6 +182,9 @@ cat >"$CONFIG" <<-TOML
 	source = "header"
 	header = "X-Tenant-Id"
 	auth = "api_key"
+	# One tenant takes all the load here: its bulkhead (16 by default, fairness between
+	# tenants, measured by the whale experiment) would refuse the open loop's bursts.
+	max_in_flight_per_tenant = 4096
 
 	[sharding]
 	pins = {}
@@ -198,15 +217,23 @@ FROM generate_series(1, $ROWS) AS i,
      LATERAL (SELECT now() - make_interval(secs => $ROWS - i) AS ts) AS t,
      LATERAL (SELECT (extract(epoch FROM t.ts) * 1000)::bigint AS ms, md5(i::text) AS h) AS x;
 " >/dev/null
+shard_sql "
+INSERT INTO bookmarks (tenant_id, id, url, title, notes, tags)
+SELECT '$SMALL_TENANT', gen_random_uuid(), 'https://example.com/small/' || i, 'Small ' || i,
+       '', ARRAY['bench'] FROM generate_series(1, $SMALL_ROWS) AS i;
+" >/dev/null
 shard_sql "VACUUM ANALYZE" >/dev/null
 GET_ID=$(shard_sql "SELECT id FROM bookmarks WHERE tenant_id = '$TENANT' ORDER BY id OFFSET $((ROWS / 2)) LIMIT 1")
 KEY=$("${APP_ENV[@]}" "$APP_BIN" --config "$CONFIG" keys create "$TENANT" --note bench --key-only)
+SMALL_KEY=$("${APP_ENV[@]}" "$APP_BIN" --config "$CONFIG" keys create "$SMALL_TENANT" --note bench --key-only)
 # Both servers get the same headers; the bare handler ignores the key.
 AUTH="Authorization: Bearer $KEY"
+# The admin API (loadgen makes its keys there in f).
+ADMIN_TOKEN=$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')
 
 # --- servers -------------------------------------------------------------------------------
 log "starting the app on 127.0.0.1:$APP_PORT and the bare handler on 127.0.0.1:$BARE_PORT"
-"${APP_ENV[@]}" "$APP_BIN" --config "$CONFIG" serve --bind "127.0.0.1:$APP_PORT" \
+"${APP_ENV[@]}" ADMIN_TOKEN="$ADMIN_TOKEN" "$APP_BIN" --config "$CONFIG" serve --bind "127.0.0.1:$APP_PORT" \
 	--instance-name bench >"$WORK/app.log" 2>&1 &
 APP_PID=$!
 "${APP_ENV[@]}" "$APP_BIN" --config "$WORK/autumn-trusted.toml" serve --bind "127.0.0.1:$TRUSTED_PORT" \
@@ -293,14 +320,17 @@ load() { printf 'load average %s' "$(cut -d' ' -f1-3 /proc/loadavg)"; }
 
 # --- a) pgbench ----------------------------------------------------------------------------
 secs() { local d=$1; case $d in *s) echo "${d%s}" ;; *m) echo $((${d%m} * 60)) ;; *) echo "$d" ;; esac; }
+# pgbench_run DURATION LOG-PREFIX [TENANT]: the list SQL for the big tenant, or TENANT.
 pgbench_run() {
-	local dur=$1 logp=$2
+	local dur=$1 logp=$2 vars=("${PGBENCH_VARS[@]}")
+	[ -z "${3:-}" ] || vars+=(-D "p1=$3")
 	PGPASSWORD=bookmarks "$PGBIN/pgbench" -n -c "$CONNS" -j "$THREADS" -T "$(secs "$dur")" -M prepared \
-		-f "$WORK/list.sql" "${PGBENCH_VARS[@]}" ${logp:+-l --log-prefix="$logp"} \
+		-f "$WORK/list.sql" "${vars[@]}" ${logp:+-l --log-prefix="$logp"} \
 		-h 127.0.0.1 -p "$PGPORT" -U bookmarks bookmarks_shard 2>&1
 }
 PGB_RPS=0
 PGB_P99=-
+PGB_SMALL_RPS=0
 if [ -z "${SKIP_PGBENCH:-}" ]; then
 	log "pgbench warm-up ($WARMUP)"
 	pgbench_run "$WARMUP" "" >/dev/null
@@ -315,6 +345,8 @@ if [ -z "${SKIP_PGBENCH:-}" ]; then
 	PGB_P99=$(cat "$WORK"/pgbench.* | awk '{print $3}' | sort -n |
 		awk '{a[NR]=$1} END {i=int(NR*0.99); if (i<1) i=1; printf "%.2fms", a[i]/1000}')
 	rm -f "$WORK"/pgbench.*
+	log "pgbench, the small tenant ($DURATION, $(load))"
+	PGB_SMALL_RPS=$(pgbench_run "$DURATION" "" "$SMALL_TENANT" | sed -n 's/^tps = \([0-9.]*\) .*/\1/p' | tail -1 | xargs printf '%.2f')
 fi
 
 # --- b) and c) wrk -------------------------------------------------------------------------
@@ -344,9 +376,13 @@ LUA
 
 # wrk_run NAME PORT ENDPOINT DURATION -> "req/s p99" (and the full output in $WORK/wrk-NAME.txt)
 wrk_run() {
-	local name=$1 port=$2 endpoint=$3 dur=$4 url args=()
+	local name=$1 port=$2 endpoint=$3 dur=$4 url args=() tenant=$TENANT auth=$AUTH
 	case $endpoint in
 	list) url=/api/bookmarks ;;
+	list-small)
+		url=/api/bookmarks
+		tenant=$SMALL_TENANT auth="Authorization: Bearer $SMALL_KEY"
+		;;
 	get) url=/api/bookmarks/$GET_ID ;;
 	create)
 		url=/api/bookmarks
@@ -354,7 +390,7 @@ wrk_run() {
 		;;
 	esac
 	local out=$WORK/wrk-$name.txt
-	wrk -t"$THREADS" -c"$CONNS" -d"$dur" --latency -H "X-Tenant-Id: $TENANT" -H "$AUTH" "${args[@]}" \
+	wrk -t"$THREADS" -c"$CONNS" -d"$dur" --latency -H "X-Tenant-Id: $tenant" -H "$auth" "${args[@]}" \
 		"http://127.0.0.1:$port$url" ${args:+-- "$name-$$-$(date +%s%N)" "$TENANT" "Bearer $KEY"} >"$out" 2>&1
 	if grep -q -e 'Non-2xx' -e 'Socket errors' "$out"; then
 		log "warning: $name: $(grep -e 'Non-2xx' -e 'Socket errors' "$out" | tr -s ' ')"
@@ -396,6 +432,47 @@ for endpoint in $ENDPOINTS; do
 	done
 done
 
+# --- f) open loop at shares of saturation -------------------------------------------------
+# loadgen_run NAME PORT MIX RATE -> "p50 p99 p99.9" in ms (its report in $WORK/loadgen-NAME.json)
+loadgen_run() {
+	local name=$1 port=$2 mix=$3 rate=$4 keys=()
+	[ "$port" != "$APP_PORT" ] || keys=(--admin-token "$ADMIN_TOKEN")
+	local common=(--base-url "http://127.0.0.1:$port" "${keys[@]}" --tenants 1 --seed 5
+		--mix "$mix" --rate "$rate" --quiet)
+	# A warm-up at the same rate first, as for wrk: connections, caches, the planner.
+	"$LOADGEN_BIN" "${common[@]}" --duration "$WARMUP" >/dev/null 2>&1
+	"$LOADGEN_BIN" "${common[@]}" --duration "$OPEN_DURATION" \
+		--json "$WORK/loadgen-$name.json" >/dev/null 2>"$WORK/loadgen-$name.err" ||
+		{ cat "$WORK/loadgen-$name.err" >&2; die "loadgen $name failed"; }
+	jq -r '.total | "\(.p50_ms) \(.p99_ms) \(.p999_ms) \(.requests - .ok)"' "$WORK/loadgen-$name.json"
+}
+declare -A OPEN MIXES=([list]="list=1" [get]="get=1" [create]="create=1" [mix]="list=6,get=3,create=1")
+OPEN_ENDPOINTS=()
+if [ -z "${SKIP_OPEN_LOOP:-}" ]; then
+	for endpoint in list get create; do
+		[ -n "${RPS[app-$endpoint]:-}" ] && OPEN_ENDPOINTS+=("$endpoint")
+	done
+	# The mix saturates where its parts' times per request add up.
+	if [ ${#OPEN_ENDPOINTS[@]} = 3 ]; then
+		RPS[app-mix]=$(awk -v l="${RPS[app-list]}" -v g="${RPS[app-get]}" -v c="${RPS[app-create]}" \
+			'BEGIN { printf "%.0f", 1 / (0.6 / l + 0.3 / g + 0.1 / c) }')
+		OPEN_ENDPOINTS+=(mix)
+	fi
+	for endpoint in "${OPEN_ENDPOINTS[@]}"; do
+		for share in $LOADS; do
+			rate=$(awk -v r="${RPS[app-$endpoint]}" -v s="$share" 'BEGIN { printf "%.0f", r * s }')
+			for server in app bare; do
+				port=$APP_PORT
+				[ $server = app ] || port=$BARE_PORT
+				wait_backlog
+				log "open loop: $server $endpoint at $rate/s ($share of the app's saturation, $(load))"
+				OPEN[$server-$endpoint-$share]=$(loadgen_run "$server-$endpoint-$share" "$port" "${MIXES[$endpoint]}" "$rate")
+				OPEN[rate-$endpoint-$share]=$rate
+			done
+		done
+	done
+fi
+
 APP_HWM=$(awk '/^VmHWM/ {printf "%.1f", $2/1024}' "/proc/$APP_PID/status")
 APP_RSS=$(awk '/^VmRSS/ {printf "%.1f", $2/1024}' "/proc/$APP_PID/status")
 BARE_HWM=$(awk '/^VmHWM/ {printf "%.1f", $2/1024}' "/proc/$BARE_PID/status")
@@ -419,4 +496,28 @@ done
 echo "(cpu: the server process's CPU time per request, user + system)"
 printf '%-8s %12s %10s   (pgbench -M prepared, the list SQL)\n' pgbench "$PGB_RPS" "$PGB_P99"
 [ -z "${RPS[app-list]:-}" ] || echo "app list / pgbench: $(pct "${RPS[app-list]}" "$PGB_RPS"); bare list / pgbench: $(pct "${RPS[bare-list]}" "$PGB_RPS")"
+[ -z "${RPS[app-list-small]:-}" ] || echo "small tenant ($SMALL_ROWS bookmarks) list: app $(pct "${RPS[app-list-small]}" "${RPS[bare-list-small]}") of bare, app $(pct "${RPS[app-list-small]}" "$PGB_SMALL_RPS") of pgbench ($PGB_SMALL_RPS/s)"
 echo "app peak RSS (VmHWM): $APP_HWM MiB (RSS now $APP_RSS MiB); bare peak RSS: $BARE_HWM MiB"
+if [ ${#OPEN_ENDPOINTS[@]} -gt 0 ]; then
+	echo
+	echo "open loop (loadgen, $OPEN_DURATION each, latency from each request's intended send time; reindexer and job worker running):"
+	printf '%-7s %5s %7s  %8s %8s %8s  %8s %8s %8s  %9s  %s\n' endpoint share "req/s" \
+		"app p50" "app p99" "p99.9" "bare p50" "bare p99" "p99.9" "app/bare" "targets"
+	for endpoint in "${OPEN_ENDPOINTS[@]}"; do
+		for share in $LOADS; do
+			read -r a50 a99 a999 afail <<<"${OPEN[app-$endpoint-$share]}"
+			read -r b50 b99 b999 bfail <<<"${OPEN[bare-$endpoint-$share]}"
+			ratio=$(awk -v a="$a99" -v b="$b99" 'BEGIN { printf "%.2f", a / b }')
+			verdict="app/bare $(awk -v r="$ratio" 'BEGIN { print (r <= 1.5) ? "met" : "MISSED" }')"
+			if [ "$share" = 0.5 ]; then
+				limit=5
+				[ "$endpoint" != create ] || limit=10
+				[ "$endpoint" != mix ] || limit=
+				[ -z "$limit" ] || verdict="p99 ≤ ${limit} ms $(awk -v a="$a99" -v l="$limit" 'BEGIN { print (a <= l) ? "met" : "MISSED" }'), $verdict"
+			fi
+			[ "$afail$bfail" = 00 ] || verdict="$verdict; failed: app $afail, bare $bfail"
+			printf '%-7s %5s %7s  %8.2f %8.2f %8.2f  %8.2f %8.2f %8.2f  %9s  %s\n' "$endpoint" "$share" \
+				"${OPEN[rate-$endpoint-$share]}" "$a50" "$a99" "$a999" "$b50" "$b99" "$b999" "$ratio" "$verdict"
+		done
+	done
+fi
