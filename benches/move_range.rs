@@ -150,23 +150,9 @@ fn main() {
 }
 
 async fn bench() {
-    let network = unique("bookmarks-bench-net");
-    remove_network_at_exit(&network);
-    let (a, b) = tokio::join!(start_server(&network), start_server(&network));
-    for db in ["control", "shard0"] {
-        create_database(a.port, db).await;
-    }
-    create_database(b.port, "shard1").await;
-    let layout = Layout {
-        control: (a.port, "control".to_owned()),
-        shards: vec![
-            ("shard0".to_owned(), a.port, "shard0".to_owned(), None),
-            ("shard1".to_owned(), b.port, "shard1".to_owned(), None),
-        ],
-        extra: "[sharding]\ndirectory_router = true\n".to_owned(),
-        slots: Vec::new(),
-        connect_timeout_ms: 5000,
-    };
+    let (a, b, mut layout) = split_servers("bookmarks-bench-net").await;
+    layout.extra = "[sharding]\ndirectory_router = true\n".to_owned();
+    layout.connect_timeout_ms = 5000;
     let apps = Arc::new(vec![
         TestApp::spawn(layout.settings(), "web1").await,
         TestApp::spawn(layout.settings(), "web2").await,

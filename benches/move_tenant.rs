@@ -133,23 +133,8 @@ fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
 }
 
 async fn bench() {
-    let network = unique("bookmarks-bench-net");
-    remove_network_at_exit(&network);
-    let (a, b) = tokio::join!(start_server(&network), start_server(&network));
-    for db in ["control", "shard0"] {
-        create_database(a.port, db).await;
-    }
-    create_database(b.port, "shard1").await;
-    let layout = Layout {
-        control: (a.port, "control".to_owned()),
-        shards: vec![
-            ("shard0".to_owned(), a.port, "shard0".to_owned(), None),
-            ("shard1".to_owned(), b.port, "shard1".to_owned(), None),
-        ],
-        extra: "[sharding]\ndirectory_router = true\n".to_owned(),
-        slots: Vec::new(),
-        connect_timeout_ms: CONNECT_TIMEOUT_MS,
-    };
+    let (a, b, mut layout) = split_servers("bookmarks-bench-net").await;
+    layout.extra = "[sharding]\ndirectory_router = true\n".to_owned();
     let app = Arc::new(TestApp::spawn(layout.settings(), "bench").await);
     let port_of = |shard: &str| if shard == "shard0" { a.port } else { b.port };
     let per_second: u64 = env_or("BENCH_WRITES_PER_SEC", 200);

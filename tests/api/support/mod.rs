@@ -241,10 +241,11 @@ pub async fn cluster() -> &'static Cluster {
         .await
 }
 
-/// Two servers of a test's own, for tests that stop one: control and shard0 on `main`,
-/// shard1 alone on `doomed`. No replica.
+/// Two servers of a test's own, for tests that stop one (and benches that load one):
+/// control and shard0 on `main`, shard1 alone on `doomed`. No replica.
 pub async fn split_servers(prefix: &str) -> (Server, Server, Layout) {
     let network = unique(prefix);
+    remove_network_at_exit(&network);
     let (main, doomed) = tokio::join!(start_server(&network), start_server(&network));
     for db in ["control", "shard0"] {
         create_database(main.port, db).await;
