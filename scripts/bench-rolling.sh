@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Deploys and a third shard under load, on a compose stack of its own: loadgen drives nginx
 # open-loop at RATE requests/s over TENANTS tenants (spread over every slot) through four
-# phases, and the figures of each are printed (requests, errors by kind, p50/p99 per shard):
+# phases, and the figures of each are printed (requests, errors by kind, p50/p99 per shard,
+# and what `--verify` found when it read every tenant back after the phase):
 #
 #   1. before: the steady load alone;
 #   2. worker: only the worker restarted: docker's work for one restart on these cores,
@@ -28,6 +29,7 @@ TENANTS=${TENANTS:-300}
 STEADY=${STEADY:-20}
 WINDOW=${WINDOW:-60}
 OUT=${OUT:-$(mktemp -d)}
+mkdir -p "$OUT"
 export COMPOSE_PROJECT_NAME=bookmarks-bench-rolling
 export BOOKMARKS_HTTP_PORT=${BOOKMARKS_HTTP_PORT:-18082}
 # shellcheck source=scripts/lib/compose-stack.sh
@@ -41,7 +43,8 @@ until curl -sf -o /dev/null "$base/ready"; do sleep 1; done
 
 load() { # name seconds: one recorded run
 	"$loadgen" --base-url "$base" --admin-token "$ADMIN_TOKEN" --tenants "$TENANTS" --seed 11 \
-		--rate "$RATE" --duration "${2}s" --quiet --json "$OUT/$1.json" >/dev/null
+		--rate "$RATE" --duration "${2}s" --quiet --verify --json "$OUT/$1.json" >/dev/null \
+		|| echo "$1: loadgen exited $? (3: the checker found a lost, phantom or misplaced write)"
 }
 timed() { # label command…: runs it, prints how long it took
 	local started=$SECONDS
@@ -86,12 +89,14 @@ def ms(r, key):
     return "-" if r is None or r[key] is None else f"{r[key]:.1f}"
 def errors(r):
     return " ".join(f"{k}:{v}" for k, v in sorted(r["errors"].items())) or "0"
-print("| phase | requests | errors | p50 / p99 ms | shard0 p50 / p99 | shard1 p50 / p99 | shard2 p50 / p99 |")
-print("|---|---|---|---|---|---|---|")
+print("| phase | requests | errors | p50 / p99 ms | shard0 p50 / p99 | shard1 p50 / p99 | shard2 p50 / p99 | writes acked | lost / phantom / misplaced |")
+print("|---|---|---|---|---|---|---|---|---|")
 for name in ["1-before", "2-worker", "3-roll", "4-add", "5-move", "6-after"]:
     rep = json.load(open(f"{out}/{name}.json"))
     by = {r["name"]: r for r in rep["shards"]}
     t = rep["total"]
     cells = [f"{ms(by.get(s), 'p50_ms')} / {ms(by.get(s), 'p99_ms')}" for s in ["shard0", "shard1", "shard2"]]
-    print(f"| {name} | {t['requests']} | {errors(t)} | {ms(t, 'p50_ms')} / {ms(t, 'p99_ms')} | " + " | ".join(cells) + " |")
+    checked = f"{rep['lost']} / {rep['phantom']} / {rep['misplaced']}"
+    print(f"| {name} | {t['requests']} | {errors(t)} | {ms(t, 'p50_ms')} / {ms(t, 'p99_ms')} | "
+          + " | ".join(cells) + f" | {rep['writes'].get('acked', 0)} | {checked} |")
 PY
