@@ -458,13 +458,18 @@ if [ -z "${SKIP_OPEN_LOOP:-}" ]; then
 			'BEGIN { printf "%.0f", 1 / (0.6 / l + 0.3 / g + 0.1 / c) }')
 		OPEN_ENDPOINTS+=(mix)
 	fi
+	# Which server goes first alternates, and each measurement starts from a checkpoint, so
+	# that the aftermath of what ran before (dirty pages, vacuum) lands on neither alone.
+	order=(app bare)
 	for endpoint in "${OPEN_ENDPOINTS[@]}"; do
 		for share in $LOADS; do
 			rate=$(awk -v r="${RPS[app-$endpoint]}" -v s="$share" 'BEGIN { printf "%.0f", r * s }')
-			for server in app bare; do
+			order=("${order[1]}" "${order[0]}")
+			for server in "${order[@]}"; do
 				port=$APP_PORT
 				[ $server = app ] || port=$BARE_PORT
 				wait_backlog
+				psql_as postgres postgres -c CHECKPOINT >/dev/null
 				log "open loop: $server $endpoint at $rate/s ($share of the app's saturation, $(load))"
 				OPEN[$server-$endpoint-$share]=$(loadgen_run "$server-$endpoint-$share" "$port" "${MIXES[$endpoint]}" "$rate")
 				OPEN[rate-$endpoint-$share]=$rate
