@@ -23,8 +23,18 @@ pub fn free_port() -> u16 {
         .port()
 }
 
-/// Polls `check` until it returns true or `within` passes.
-pub async fn eventually<F, Fut>(within: Duration, mut check: F) -> bool
+/// Polls `check` every 200 ms until it returns true or `within` passes.
+pub async fn eventually<F, Fut>(within: Duration, check: F) -> bool
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    eventually_every(Duration::from_millis(200), within, check).await
+}
+
+/// Polls `check` every `pace` until it returns true or `within` passes: for a test that
+/// times what it waits for, at a finer grain than [`eventually`].
+pub async fn eventually_every<F, Fut>(pace: Duration, within: Duration, mut check: F) -> bool
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = bool>,
@@ -37,6 +47,6 @@ where
         if tokio::time::Instant::now() >= deadline {
             return false;
         }
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        tokio::time::sleep(pace).await;
     }
 }

@@ -37,7 +37,7 @@ pub fn postgres_image() -> (String, String) {
     }
 }
 
-pub use crate::common::{eventually, free_port, unique};
+pub use crate::common::{eventually, eventually_every, free_port, unique};
 pub use internals::*;
 pub use relay::Relay;
 
