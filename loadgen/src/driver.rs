@@ -693,12 +693,14 @@ pub async fn closed_loop(shared: &Arc<Shared>, config: &Config, concurrency: usi
         let shared = Arc::clone(shared);
         let issued = Arc::clone(&issued);
         let stop = config.stop.clone();
-        let stopped = move || stop.as_ref().is_some_and(|s| s.load(Ordering::Relaxed));
         let mut rng = StdRng::seed_from_u64(config.seed.wrapping_add(w));
         workers.spawn(async move {
             loop {
                 let sent = Instant::now();
-                if sent >= end || stopped() || issued.fetch_add(1, Ordering::Relaxed) >= limit {
+                if sent >= end
+                    || crate::stop_set(stop.as_deref())
+                    || issued.fetch_add(1, Ordering::Relaxed) >= limit
+                {
                     break;
                 }
                 let (tenant, op, choice) = shared.pick(&mut rng);

@@ -91,6 +91,11 @@ pub struct Config {
     pub stop: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
 }
 
+/// Whether a [`Config::stop`] flag (taken out of its config, for a task of its own) is set.
+pub(crate) fn stop_set(stop: Option<&std::sync::atomic::AtomicBool>) -> bool {
+    stop.is_some_and(|s| s.load(std::sync::atomic::Ordering::Relaxed))
+}
+
 fn seconds<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_f64(d.as_secs_f64())
 }
@@ -201,9 +206,7 @@ impl Config {
 
     /// Whether [`Config::stop`] was set.
     pub(crate) fn stopped(&self) -> bool {
-        self.stop
-            .as_ref()
-            .is_some_and(|s| s.load(std::sync::atomic::Ordering::Relaxed))
+        stop_set(self.stop.as_deref())
     }
 
     /// `base_url` without a trailing slash, for appending `/api/…`.
