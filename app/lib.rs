@@ -9,7 +9,8 @@
 //! - [`configuration`]: loads `autumn.toml` plus `AUTUMN_*` environment overrides.
 //! - [`tenancy`]: `TenantId` and how a request names its tenant.
 //! - [`migrate`]: embedded migrations for the control database and the shards.
-//! - [`telemetry`]: the log subscriber.
+//! - [`telemetry`]: the log subscriber, and `MetricSource`, what contributes figures to
+//!   the metrics endpoints.
 //! - [`web`]: the HTTP plumbing: extractors (`ShardedDb`, `ShardedReadDb`, `Shards`,
 //!   `CrossShard`, `Tenant`), errors → HTTP, health, metrics, the access log, the layer stack.
 //! - [`bookmarks`]: the feature itself (API, HTML UI, stats); never computes a slot.

@@ -103,7 +103,7 @@ impl BrowseParams {
         };
         crate::web::extract::refuse_nul("tag", given(&self.tag))?;
         let tenant = given(&self.tenant)
-            .map(|t| super::tenant_param(t).map(|t| t.to_string()))
+            .map(|t| super::state::tenant_param(t).map(|t| t.to_string()))
             .transpose()?;
         Ok(Browse {
             query: AllTenantsQuery {

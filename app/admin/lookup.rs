@@ -5,9 +5,9 @@
 
 use serde::Serialize;
 
-use super::AdminState;
 use super::keys;
 use super::moves::{self, MoveSummary};
+use super::state::AdminState;
 use crate::bookmarks::TENANT_TABLES;
 use crate::sharding::ShardKey;
 use crate::sharding::cross_shard::{Coverage, CrossShard, public_reason};

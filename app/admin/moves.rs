@@ -4,7 +4,8 @@
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
-use super::{AdminState, ControlError};
+use super::ControlError;
+use super::state::AdminState;
 use crate::moves::MoveRecord;
 use crate::moves::record;
 

@@ -8,7 +8,7 @@ use diesel::sql_types::{Nullable, Text};
 use diesel_async::RunQueryDsl;
 use serde::Serialize;
 
-use super::AdminState;
+use super::state::AdminState;
 use crate::bookmarks::store;
 use crate::search::reindexer::IndexSnapshot;
 use crate::sharding::breaker::BreakerSnapshot;

@@ -14,7 +14,8 @@ use super::browse::{BrowsePage, BrowseParams};
 use super::lookup::TenantReport;
 use super::moves::MoveSummary;
 use super::overview::{self, MAP_CELL, MAP_COLUMNS, Marker, ShardCard, SlotRun};
-use super::{AdminState, browse, lookup, moves, tenant_param};
+use super::state::{AdminState, tenant_param};
+use super::{browse, lookup, moves};
 use crate::bookmarks::TENANT_TABLES;
 use crate::fairness::advice::Advice;
 use crate::fairness::busiest::BusiestReport;
@@ -181,7 +182,7 @@ async fn render(
         Err(e) => (None, Some(e)),
     };
     let markers = overview::markers(state, &pins);
-    let (busiest, advice) = super::busiest(state);
+    let (busiest, advice) = state.busiest();
     let notice = match params.done.as_deref() {
         Some("pin") => Some(format!("Pinned {lookup_key}.")),
         Some("unpin") => Some(format!("Unpinned {lookup_key}.")),

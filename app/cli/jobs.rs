@@ -3,7 +3,7 @@
 
 use std::process::ExitCode;
 
-use super::EXIT_CONFIG;
+use super::exit::EXIT_CONFIG;
 use crate::configuration::Settings;
 use crate::jobs::{Job, queue};
 use crate::sharding::pool::{PgConn, build_pool};

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use clap::Subcommand;
 use serde_json::json;
 
-use super::EXIT_CONFIG;
+use super::exit::EXIT_CONFIG;
 use crate::configuration::Settings;
 use crate::sharding::pool::build_pool;
 use crate::tenancy::{TenantId, keys};

@@ -53,7 +53,7 @@ pub async fn run(settings: Settings, args: MigrateArgs) -> ExitCode {
         Ok(t) => t,
         Err(e) => {
             eprintln!("error: {e}");
-            return ExitCode::from(super::EXIT_CONFIG);
+            return ExitCode::from(super::exit::EXIT_CONFIG);
         }
     };
     if status {

@@ -4,6 +4,7 @@
 //! Exit codes: 0 success, 1 runtime failure, 2 bad configuration or arguments.
 
 mod check_config;
+mod exit;
 mod jobs;
 mod keys;
 mod migrate;
@@ -69,7 +70,7 @@ pub enum Command {
     Openapi(openapi::OpenApiArgs),
 }
 
-pub const EXIT_CONFIG: u8 = 2;
+pub use exit::EXIT_CONFIG;
 
 /// Parses arguments and runs the chosen command.
 pub fn main() -> ExitCode {

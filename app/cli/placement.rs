@@ -6,7 +6,7 @@ use std::io::Write;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use super::EXIT_CONFIG;
+use super::exit::EXIT_CONFIG;
 use crate::bookmarks::TENANT_TABLES;
 use crate::configuration::Settings;
 use crate::sharding::ShardSet;

@@ -48,7 +48,7 @@ pub async fn run(settings: &Settings, args: &RouteArgs) -> ExitCode {
             Ok(ints) => Some(ints),
             Err(bad) => {
                 eprintln!("error: KEY {bad:?} is not a 64-bit integer (--int was given)");
-                return ExitCode::from(super::EXIT_CONFIG);
+                return ExitCode::from(super::exit::EXIT_CONFIG);
             }
         }
     } else {

@@ -74,20 +74,20 @@ pub async fn run(settings: Settings, args: ServeArgs) -> ExitCode {
         .and_then(|()| refuse_public_value("SESSION_SECRET", &args.session_secret, development));
     if let Err(why) = refused {
         eprintln!("error: {why}");
-        return ExitCode::from(super::EXIT_CONFIG);
+        return ExitCode::from(super::exit::EXIT_CONFIG);
     }
     let admin_token = match AdminToken::from_env_value(&args.admin_token) {
         Ok(token) => token,
         Err(e) => {
             eprintln!("error: {e}");
-            return ExitCode::from(super::EXIT_CONFIG);
+            return ExitCode::from(super::exit::EXIT_CONFIG);
         }
     };
     let session_secret = match args.session_secret.len() {
         0 => None,
         n if n < MIN_SECRET_BYTES => {
             eprintln!("error: SESSION_SECRET is {n} bytes long; use at least {MIN_SECRET_BYTES}");
-            return ExitCode::from(super::EXIT_CONFIG);
+            return ExitCode::from(super::exit::EXIT_CONFIG);
         }
         _ => Some(args.session_secret.into_bytes()),
     };

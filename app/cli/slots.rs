@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use super::EXIT_CONFIG;
+use super::exit::EXIT_CONFIG;
 use crate::configuration::Settings;
 use crate::sharding::pool::build_pool;
 use crate::sharding::slot_map::{self, CompactError, SlotOwners};

@@ -17,10 +17,11 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use tower::Service;
 
+use crate::telemetry::MetricSource;
 use crate::web::around::{Answer, Around};
 use crate::web::error::{ApiError, Reply};
-use crate::web::extract::{RequestFacts, Tenant};
-use crate::web::metrics::MetricSource;
+use crate::web::extract::Tenant;
+use crate::web::request_facts::RequestFacts;
 use bulkhead::Bulkhead;
 use busiest::{Busiest, Outcome};
 

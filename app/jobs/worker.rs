@@ -15,7 +15,7 @@ use super::{Job, queue};
 use crate::sharding::access::Shards;
 use crate::sharding::listener::Invalidated;
 use crate::sharding::pool::PgPool;
-use crate::web::metrics::MetricSource;
+use crate::telemetry::MetricSource;
 
 #[derive(Debug, Clone, Copy)]
 pub struct WorkerOptions {

@@ -25,7 +25,7 @@ use tokio_postgres::Client;
 
 use crate::sharding::db_url::ListeningSession;
 use crate::sharding::{DbUrl, ShardSet};
-use crate::web::metrics::MetricSource;
+use crate::telemetry::MetricSource;
 
 /// The leadership lock (session level, per shard database).
 pub const LEADER_LOCK: i64 = 0x6572_7573_6f6b_2200;

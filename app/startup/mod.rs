@@ -28,13 +28,14 @@ use crate::sharding::listener::{self, Invalidated};
 use crate::sharding::pool::{PgPool, build_pool};
 use crate::sharding::replicas::ReplicaStates;
 use crate::sharding::{DirectoryRouter, PinRouter, ShardRouter, ShardSet};
+use crate::telemetry::MetricSource;
 use crate::tenancy::TenantHeader;
 use crate::tenancy::auth::Authenticator;
 use crate::tenancy::key_store::KeyStore;
 use crate::tenancy::session::Sessions;
 use crate::web::drain::{ClosingListener, Draining};
 use crate::web::health::Readiness;
-use crate::web::metrics::{MetricSource, Metrics, ShardMetrics};
+use crate::web::metrics::{Metrics, ShardMetrics};
 use crate::web::{HttpService, InstanceName};
 pub use state::{AppState, api_document};
 

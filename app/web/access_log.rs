@@ -23,7 +23,7 @@ use tracing::Level;
 
 use super::REQUEST_ID;
 use super::around::{Answer, Around};
-use super::extract::RequestFacts;
+use super::request_facts::RequestFacts;
 
 /// Answers at least this slow are logged at INFO.
 pub const SLOW: Duration = Duration::from_millis(500);

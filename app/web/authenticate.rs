@@ -12,7 +12,7 @@ use axum::response::Response;
 use tower::Service;
 
 use super::around::{Answer, Around};
-use super::extract::{RequestFacts, remember_tenant};
+use super::request_facts::{RequestFacts, remember_tenant};
 use crate::tenancy::auth::{AuthError, Authenticator};
 
 /// Why the request may not act as a tenant, kept on it for the extractors.

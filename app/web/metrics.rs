@@ -23,11 +23,12 @@ use utoipa_axum::routes;
 
 use super::InstanceName;
 use super::around::{Answer, Around};
-use super::extract::RequestFacts;
+use super::request_facts::RequestFacts;
 use crate::sharding::DirectoryRouter;
 use crate::sharding::access::Shards;
 use crate::sharding::breaker::Breaker;
 use crate::sharding::pool::PgPool;
+use crate::telemetry::MetricSource;
 
 /// The answer's serving shard. A constant, so the name is not parsed again per request.
 const X_SHARD: HeaderName = HeaderName::from_static("x-shard");
@@ -173,23 +174,6 @@ impl RequestMetrics {
                 by_route.entry(route.into()).or_default().push(m);
             }
         });
-    }
-}
-
-/// Something that contributes to `/metrics` and `/actuator/metrics`: the shards' pools and
-/// breakers here, and each feature's own figures (registered by the app's assembly, so this
-/// layer knows no feature).
-pub trait MetricSource: Send + Sync {
-    /// Copies current values into the registry just before `/metrics` renders it.
-    fn record(&self) {}
-    /// Series rendered by hand, appended after the registry's.
-    fn prometheus_text(&self, _out: &mut String) {}
-    /// Top-level entries of `/actuator/metrics`.
-    fn actuator(&self, _out: &mut Map<String, Value>) {}
-    /// Whether its series name tenants: then only a scrape that may see who the customers
-    /// are gets them (see [`Metrics::new`]).
-    fn names_tenants(&self) -> bool {
-        false
     }
 }
 

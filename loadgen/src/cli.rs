@@ -13,9 +13,10 @@ use std::time::Duration;
 
 use clap::{ArgGroup, Parser};
 
+use super::config::{Config, Load, VerifyConfig};
 use super::mix::{DEFAULT_MIX, Mix};
+use super::plot;
 use super::population::Whale;
-use super::{Config, Load, VerifyConfig, plot};
 
 /// `--max-in-flight` when not given.
 pub const DEFAULT_MAX_IN_FLIGHT: usize = 256;

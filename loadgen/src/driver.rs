@@ -18,12 +18,14 @@ use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
-use super::Config;
+use super::config::Config;
+use super::ending::Ending;
 use super::faults::Sample;
 use super::mix::{Mix, Op};
 use super::population::Population;
 use super::progress::Line;
-use super::report::{Ending, PrefillSummary, Recorder};
+use super::report::{PrefillSummary, Recorder};
+use super::service::Service;
 use super::verify::{History, Outcome, Write, WriteKind, classify};
 
 /// Ids remembered per tenant, at most (for get, update and delete).
@@ -33,12 +35,9 @@ const LEARN_FROM_LISTS_BELOW: usize = 32;
 
 /// State shared by every request of a run.
 pub struct Shared {
-    client: reqwest::Client,
-    /// `{base}/api/bookmarks`
-    api: String,
+    /// How requests reach the service as each tenant.
+    service: Service,
     population: Population,
-    /// `Bearer <key>` per tenant (empty: requests carry no key).
-    keys: Vec<reqwest::header::HeaderValue>,
     mix: Mix,
     /// Known bookmark ids per tenant (from prefill, creates and lists).
     known: Vec<Mutex<Vec<String>>>,
@@ -116,20 +115,13 @@ impl Shared {
         keys: Vec<reqwest::header::HeaderValue>,
         events: Option<File>,
     ) -> Result<Self, reqwest::Error> {
-        let client = reqwest::Client::builder()
-            .timeout(config.timeout)
-            .connect_timeout(config.timeout)
-            .user_agent("bookmarks-loadgen")
-            .redirect(reqwest::redirect::Policy::none())
-            .build()?;
         let now_unix_ms = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map(|d| d.as_millis())
             .unwrap_or(0);
         let url_prefix = format!("https://example.com/{}", config.seed);
         Ok(Shared {
-            client,
-            api: format!("{}/api/bookmarks", config.base()),
+            service: Service::new(config, population.names().to_vec(), keys)?,
             known: population
                 .names()
                 .iter()
@@ -153,7 +145,6 @@ impl Shared {
             )),
             progress: config.progress,
             mix: config.mix.clone(),
-            keys,
             population,
         })
     }
@@ -164,11 +155,12 @@ impl Shared {
         request: reqwest::RequestBuilder,
         tenant: usize,
     ) -> reqwest::RequestBuilder {
-        let request = request.header("x-tenant-id", self.name(tenant));
-        match self.keys.get(tenant) {
-            Some(key) => request.header(reqwest::header::AUTHORIZATION, key.clone()),
-            None => request,
-        }
+        self.service.as_tenant(request, tenant)
+    }
+
+    /// How requests reach the service, for the checker's reads after the run.
+    pub fn service(&self) -> &Service {
+        &self.service
     }
 
     pub fn recorder(&self) -> &Recorder {
@@ -176,16 +168,16 @@ impl Shared {
     }
 
     pub(crate) fn name(&self, tenant: usize) -> &str {
-        &self.population.names()[tenant]
+        self.service.name(tenant)
     }
 
     pub(crate) fn client(&self) -> &reqwest::Client {
-        &self.client
+        self.service.client()
     }
 
     /// `{base}/api/bookmarks`
     pub(crate) fn api(&self) -> &str {
-        &self.api
+        self.service.api()
     }
 
     pub(crate) fn population(&self) -> &Population {
@@ -325,15 +317,15 @@ impl Shared {
             op
         };
         let name = self.name(tenant);
-        let one = || format!("{}/{}", self.api, id.as_deref().unwrap_or(""));
+        let one = || format!("{}/{}", self.api(), id.as_deref().unwrap_or(""));
         let (request, mut write) = match op {
-            Op::List => (self.client.get(format!("{}?limit=20", self.api)), None),
-            Op::Get => (self.client.get(one()), None),
+            Op::List => (self.client().get(format!("{}?limit=20", self.api())), None),
+            Op::Get => (self.client().get(one()), None),
             Op::Create => {
                 let n = self.created.fetch_add(1, Ordering::Relaxed);
                 let url = format!("{}{name}/{n}", self.run_urls());
                 let title = format!("loadgen {n}");
-                let request = self.client.post(&self.api).json(&json!({
+                let request = self.client().post(self.api()).json(&json!({
                     "url": url,
                     "title": title,
                     "tags": ["loadgen"],
@@ -345,13 +337,13 @@ impl Shared {
                 // Unique per run, so that the checker can tell which update a row shows.
                 let n = self.updated.fetch_add(1, Ordering::Relaxed);
                 let title = format!("updated {}-{n}", self.run_tag);
-                let request = self.client.patch(one()).json(&json!({ "title": title }));
+                let request = self.client().patch(one()).json(&json!({ "title": title }));
                 let id = id.clone().unwrap_or_default();
                 (request, Some(WriteKind::Update { id, title }))
             }
             Op::Delete => {
                 let id = id.clone().unwrap_or_default();
-                (self.client.delete(one()), Some(WriteKind::Delete { id }))
+                (self.client().delete(one()), Some(WriteKind::Delete { id }))
             }
         };
         let verifying = self.history.is_some();
@@ -476,7 +468,7 @@ impl Shared {
         let url = format!("{}/{name}/prefill-{k}", self.url_prefix);
         let title = format!("prefill {k}");
         let request = self
-            .as_tenant(self.client.post(&self.api), tenant)
+            .as_tenant(self.client().post(self.api()), tenant)
             .json(&json!({
                 "url": url,
                 "title": title,
@@ -698,7 +690,7 @@ pub async fn closed_loop(shared: &Arc<Shared>, config: &Config, concurrency: usi
             loop {
                 let sent = Instant::now();
                 if sent >= end
-                    || crate::stop_set(stop.as_deref())
+                    || crate::config::stop_set(stop.as_deref())
                     || issued.fetch_add(1, Ordering::Relaxed) >= limit
                 {
                     break;

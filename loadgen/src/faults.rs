@@ -301,7 +301,7 @@ impl FaultReport {
                 w.ok,
                 ms(w.p99_ms),
                 ms(w.max_ms),
-                super::report::fmt_errors(&w.errors)
+                crate::ending::fmt_errors(&w.errors)
             );
             if !w.detail.is_empty() {
                 let _ = writeln!(out, "      {}", w.detail);

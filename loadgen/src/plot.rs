@@ -67,8 +67,10 @@ pub fn svg(report: &Report) -> String {
 
 fn load_label(report: &Report) -> String {
     match report.config.load {
-        super::Load::Open { rate, .. } => format!("open loop, {rate} req/s"),
-        super::Load::Closed { concurrency } => format!("closed loop, {concurrency} workers"),
+        crate::config::Load::Open { rate, .. } => format!("open loop, {rate} req/s"),
+        crate::config::Load::Closed { concurrency } => {
+            format!("closed loop, {concurrency} workers")
+        }
     }
 }
 

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::report::Ending;
+use crate::ending::Ending;
 
 /// The 503 codes whose message says "nothing was written" (or that refuse before any
 /// shard is asked). Any other 5xx, `write_outcome_unknown` and `request_timeout` among them,

@@ -12,7 +12,7 @@ use serde_json::Value;
 use tokio::time::Instant;
 
 use super::check::{Observed, Row, ShardRow};
-use crate::driver::Shared;
+use crate::service::Service;
 
 /// Tenants read at once.
 const READ_CONCURRENCY: usize = 8;
@@ -22,12 +22,12 @@ const PAGE: u32 = 100;
 /// Reads back each tenant in `tenants`; the ones that could not be read by `deadline` are
 /// returned by name beside the rest.
 pub async fn through_service(
-    shared: &Shared,
+    service: &Service,
     tenants: &[usize],
     deadline: Instant,
 ) -> (BTreeMap<usize, Observed>, Vec<String>) {
     let answers: Vec<(usize, Result<Observed, String>)> = futures::stream::iter(tenants)
-        .map(|&t| async move { (t, read_tenant(shared, t, deadline).await) })
+        .map(|&t| async move { (t, read_tenant(service, t, deadline).await) })
         .buffer_unordered(READ_CONCURRENCY)
         .collect()
         .await;
@@ -38,7 +38,7 @@ pub async fn through_service(
             Ok(o) => {
                 seen.insert(t, o);
             }
-            Err(e) => unreadable.push(format!("{}: {e}", shared.name(t))),
+            Err(e) => unreadable.push(format!("{}: {e}", service.name(t))),
         }
     }
     unreadable.sort();
@@ -46,12 +46,12 @@ pub async fn through_service(
 }
 
 async fn read_tenant(
-    shared: &Shared,
+    service: &Service,
     tenant: usize,
     deadline: Instant,
 ) -> Result<Observed, String> {
     loop {
-        match read_once(shared, tenant).await {
+        match read_once(service, tenant).await {
             Ok(o) => return Ok(o),
             Err(e) if Instant::now() + Duration::from_millis(500) >= deadline => return Err(e),
             Err(_) => tokio::time::sleep(Duration::from_millis(500)).await,
@@ -59,17 +59,17 @@ async fn read_tenant(
     }
 }
 
-async fn read_once(shared: &Shared, tenant: usize) -> Result<Observed, String> {
+async fn read_once(service: &Service, tenant: usize) -> Result<Observed, String> {
     let mut observed = Observed::default();
     let mut cursor: Option<String> = None;
     loop {
-        let mut url = format!("{}?limit={PAGE}", shared.api());
+        let mut url = format!("{}?limit={PAGE}", service.api());
         if let Some(c) = &cursor {
             url.push_str("&cursor=");
             url.push_str(c);
         }
-        let response = shared
-            .as_tenant(shared.client().get(&url), tenant)
+        let response = service
+            .as_tenant(service.client().get(&url), tenant)
             .send()
             .await
             .map_err(|e| e.to_string())?;

@@ -1,5 +1,10 @@
-//! Logging setup: human-readable lines on stderr, or JSON with `LOG_FORMAT=json`;
-//! filtered by `RUST_LOG` (default `info`).
+//! Logs and metrics plumbing: the log subscriber (human-readable lines on stderr, or JSON
+//! with `LOG_FORMAT=json`; filtered by `RUST_LOG`, default `info`) and [`MetricSource`],
+//! what contributes figures to the metrics endpoints.
+
+mod metric_source;
+
+pub use metric_source::MetricSource;
 
 use tracing_subscriber::EnvFilter;
 

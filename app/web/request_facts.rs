@@ -1,0 +1,77 @@
+//! What the layers around the router learn about a request from the extractors inside it:
+//! its tenant, the shard that served it and how long it waited out a move. The access log,
+//! the metrics and the `X-Shard` header read them once the request is answered.
+
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use axum::http::Extensions;
+
+use crate::sharding::shard_name::ShardName;
+use crate::tenancy::TenantId;
+
+/// What the extractors learn while serving a request, kept for the layers around the router
+/// that log, count and label it once it is answered: its tenant and the shard that served
+/// it. Shared, because those layers have passed the request on by the time it is known.
+#[derive(Clone, Default)]
+pub struct RequestFacts(Arc<Facts>);
+
+#[derive(Default)]
+struct Facts {
+    tenant: OnceLock<TenantId>,
+    /// Changes when a write waiting out a move is sent to the tenant's new shard.
+    shard: Mutex<Option<ShardName>>,
+    /// How long the request's write waited for a move's fence to lift.
+    waited: OnceLock<Duration>,
+}
+
+impl RequestFacts {
+    /// The request's facts, attached to it first if no outer layer has done so.
+    pub fn of(request: &mut axum::extract::Request) -> Self {
+        let extensions = request.extensions_mut();
+        if let Some(facts) = extensions.get::<Self>() {
+            return facts.clone();
+        }
+        let facts = Self::default();
+        extensions.insert(facts.clone());
+        facts
+    }
+
+    pub fn tenant(&self) -> Option<&TenantId> {
+        self.0.tenant.get()
+    }
+
+    /// Runs `f` with the shard that served the request, if one did.
+    pub fn with_shard<R>(&self, f: impl FnOnce(Option<&str>) -> R) -> R {
+        let shard = self.0.shard.lock().unwrap_or_else(|p| p.into_inner());
+        f(shard.as_ref().map(ShardName::as_str))
+    }
+
+    /// The shard that serves the request (it changes when a write follows a move).
+    pub fn set_shard(&self, name: &ShardName) {
+        *self.0.shard.lock().unwrap_or_else(|p| p.into_inner()) = Some(name.clone());
+    }
+
+    /// How long the request waited out a move, if it did.
+    pub fn waited(&self) -> Option<Duration> {
+        self.0.waited.get().copied()
+    }
+
+    /// The request's write waited `waited` for a move's fence to lift.
+    pub fn record_wait(&self, waited: Duration) {
+        let _ = self.0.waited.set(waited);
+    }
+}
+
+/// Keeps the tenant a request resolved to, so that later extractors need not resolve it
+/// again and the access log can name it.
+pub fn remember_tenant(extensions: &mut Extensions, tenant: &TenantId) {
+    if let Some(facts) = extensions.get::<RequestFacts>() {
+        let _ = facts.0.tenant.set(tenant.clone());
+    }
+    extensions.insert(Tenant(tenant.clone()));
+}
+
+/// The request's tenant.
+#[derive(Debug, Clone)]
+pub struct Tenant(pub TenantId);
