@@ -1,27 +1,52 @@
 #!/usr/bin/env python3
-"""Checks the library's import picture: which module files use which others.
+"""Checks the import picture of the service (`app/`) and the load generator (`loadgen/src/`).
 
-Reads every `app/**/*.rs`, resolves the paths it names (`crate::…`, `super::…`, `self::…`
-and child modules, through `pub use` re-exports) to the file that defines them, and checks:
+Reads every `.rs` file, resolves the paths it names (`crate::…`, `super::…`, `self::…` and
+child modules, through `pub use` re-exports) to the file that defines them, and checks:
 
-- no module under app/web/ or app/sharding/ uses a feature module;
-- no import cycle among the files of app/moves/, of app/sharding/, or between app/web/
-  and the features (nor among the top-level modules at all).
+- layers, derived from the folders: a top-level module may use only modules of its own
+  layer or of a lower one. The lower layers are named below; every other top-level folder
+  of `app/` is a feature, so a new feature needs no entry here;
+- no import cycle between the top-level modules of a crate;
+- no import cycle among the files of any folder, at any depth (a folder's `mod.rs` counts
+  as one of its files). A `pub use` re-export is not an edge: whoever uses the name depends
+  on the file that defines it.
 
-`--graph` prints every file's dependencies. Exit status 1 when a rule is broken.
+`--graph` prints every file's dependencies; `--crate NAME=DIR` (repeatable) checks those
+source folders instead of the two above (the contract tests use it on small made-up
+crates). Exit status 1 when a rule is broken.
 Anyone can run it: `python3 scripts/check-architecture.py`.
 """
 import re
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent / "app"
-FEATURES = {"bookmarks", "admin", "fairness", "jobs", "search", "moves", "auth"}
-INFRA = {"web", "sharding"}
+REPO = Path(__file__).resolve().parent.parent
+CRATES = {"app": REPO / "app", "loadgen": REPO / "loadgen" / "src"}
+_given = [a.split("=", 1) for i, a in enumerate(sys.argv) if i and sys.argv[i - 1] == "--crate"]
+if _given:
+    CRATES = {name: Path(path) for name, path in _given}
+
+# app/'s layers, lowest first. A module may use its own layer and those below it.
+LAYERS = [
+    {"telemetry", "pg"},                        # generic process and Postgres plumbing
+    {"sharding"},                               # how a key finds its shard
+    {"configuration", "tenancy", "migrate"},    # typed settings, who a request acts for
+    {"web"},                                    # the HTTP layer
+    None,                                       # features: every other top-level folder
+    {"startup", "cli"},                         # what assembles and runs the rest
+]
 
 
-def module_of(path: Path):
-    rel = path.relative_to(ROOT).with_suffix("")
+def layer_of(top):
+    for rank, members in enumerate(LAYERS):
+        if members is not None and top in members:
+            return rank
+    return LAYERS.index(None)
+
+
+def module_of(root: Path, path: Path):
+    rel = path.relative_to(root).with_suffix("")
     parts = list(rel.parts)
     if parts[-1] in ("mod", "lib"):
         parts = parts[:-1]
@@ -104,32 +129,9 @@ def expand_use(tree: str):
     return result
 
 
-files = {module_of(p): p for p in ROOT.rglob("*.rs") if "templates" not in p.parts}
-sources = {m: strip(p.read_text()) for m, p in files.items()}
-children = {m: set(re.findall(r"\bmod\s+(\w+)\s*;", s)) for m, s in sources.items()}
-
-# `pub use child::Name` re-exports: (module, name) -> full path it stands for.
-reexports = {}
-uses = {}
-for mod, src in sources.items():
-    paths = []
-    for m in re.finditer(r"\buse\s+([^;]+);", src):
-        is_pub = src[max(0, m.start() - 12):m.start()].rstrip().endswith(("pub", "pub(crate)"))
-        for path in expand_use(m.group(1)):
-            path = re.sub(r"as\w+$", "", path).replace(" ", "")
-            paths.append(path)
-            if is_pub:
-                name = path.rsplit("::", 1)[-1]
-                if name != "*":
-                    reexports[(mod, name)] = path
-    body = re.sub(r"\buse\s+[^;]+;", "", src)
-    paths += re.findall(r"\b((?:crate|super|self)(?:::\w+)+)", body)
-    for child in children.get(mod, ()):
-        paths += re.findall(rf"(?<![\w:])({child}(?:::\w+)+)", body)
-    uses[mod] = paths
 
 
-def absolute(mod, path):
+def absolute(mod, path, children):
     parts = path.split("::")
     base = list(mod)
     if parts[0] == "crate":
@@ -147,28 +149,55 @@ def absolute(mod, path):
     return base + parts
 
 
-def resolve(parts, seen=0):
-    """The file that defines what `parts` names, following re-exports."""
-    for n in range(len(parts), -1, -1):
-        mod = tuple(parts[:n])
-        if mod in files:
-            if n < len(parts) and (mod, parts[n]) in reexports and seen < 10:
-                target = absolute(mod, reexports[(mod, parts[n])])
-                if target and tuple(target) != tuple(parts):
-                    return resolve(target + parts[n + 1:], seen + 1)
-            return mod
-    return None
+def import_graph(root: Path):
+    """Every file of one crate (as a module path) and the files it uses."""
+    files = {module_of(root, p): p for p in root.rglob("*.rs")
+             if "templates" not in p.parts and p.name != "main.rs"}
+    sources = {m: strip(p.read_text()) for m, p in files.items()}
+    children = {m: set(re.findall(r"\bmod\s+(\w+)\s*;", s)) for m, s in sources.items()}
 
+    # `pub use child::Name` re-exports: (module, name) -> full path it stands for.
+    reexports, uses = {}, {}
+    for mod, src in sources.items():
+        paths = []
+        for m in re.finditer(r"\buse\s+([^;]+);", src):
+            is_pub = src[max(0, m.start() - 12):m.start()].rstrip().endswith(("pub", "pub(crate)"))
+            for path in expand_use(m.group(1)):
+                path = re.sub(r"as\w+$", "", path).replace(" ", "")
+                if is_pub:
+                    name = path.rsplit("::", 1)[-1]
+                    if name != "*":
+                        reexports[(mod, name)] = path
+                        continue
+                paths.append(path)
+        body = re.sub(r"\buse\s+[^;]+;", "", src)
+        paths += re.findall(r"\b((?:crate|super|self)(?:::\w+)+)", body)
+        for child in children.get(mod, ()):
+            paths += re.findall(rf"(?<![\w:])({child}(?:::\w+)+)", body)
+        uses[mod] = paths
 
-graph = {m: set() for m in files}
-for mod, paths in uses.items():
-    for path in paths:
-        parts = absolute(mod, path)
-        if parts is None:
-            continue
-        target = resolve(parts)
-        if target is not None and target != mod:
-            graph[mod].add(target)
+    def resolve(parts, seen=0):
+        """The file that defines what `parts` names, following re-exports."""
+        for n in range(len(parts), -1, -1):
+            mod = tuple(parts[:n])
+            if mod in files:
+                if n < len(parts) and (mod, parts[n]) in reexports and seen < 10:
+                    target = absolute(mod, reexports[(mod, parts[n])], children)
+                    if target and tuple(target) != tuple(parts):
+                        return resolve(target + parts[n + 1:], seen + 1)
+                return mod
+        return None
+
+    graph = {m: set() for m in files}
+    for mod, paths in uses.items():
+        for path in paths:
+            parts = absolute(mod, path, children)
+            if parts is None:
+                continue
+            target = resolve(parts)
+            if target is not None and target != mod:
+                graph[mod].add(target)
+    return files, graph
 
 
 def name(m):
@@ -210,33 +239,50 @@ def sccs(nodes, edges):
     return out
 
 
-if "--graph" in sys.argv:
-    for m in sorted(graph):
-        print(f"{name(m)}: {', '.join(sorted(name(t) for t in graph[m]))}")
+def folder_cycles(crate, files, graph):
+    """Cycles among the files of each folder, each told once, at the deepest folder that
+    holds all of it."""
+    folders = {m[:-1] for m in files if m} | {m for m in files if m and any(
+        f[:len(m)] == m and len(f) > len(m) for f in files)}
+    found = []
+    for folder in sorted(folders, key=len, reverse=True):
+        nodes = {m for m in files if m[:len(folder)] == folder}
+        for comp in sccs(nodes, graph):
+            if not any(set(comp) <= set(seen) for seen in found):
+                found.append(comp)
+                where = "/".join((crate,) + folder) if folder else crate
+                yield f"import cycle in {where}/: " + " -> ".join(map(name, comp))
+
 
 problems = []
-for m, targets in sorted(graph.items()):
-    if m and m[0] in INFRA:
-        for t in sorted(targets):
-            if t and t[0] in FEATURES:
-                problems.append(f"{name(m)} (infrastructure) uses the feature module {name(t)}")
+total_files = total_imports = 0
+for crate, root in CRATES.items():
+    files, graph = import_graph(root)
+    total_files += len(files)
+    total_imports += sum(map(len, graph.values()))
+    if "--graph" in sys.argv:
+        for m in sorted(graph):
+            print(f"{crate}: {name(m)}: {', '.join(sorted(name(t) for t in graph[m]))}")
 
-for folder in ("moves", "sharding"):
-    nodes = {m for m in files if m[:1] == (folder,)}
-    for comp in sccs(nodes, graph):
-        problems.append(f"import cycle in app/{folder}/: " + " -> ".join(map(name, comp)))
+    if crate == "app":
+        for m, targets in sorted(graph.items()):
+            for t in sorted(targets):
+                if m and t and m[0] != t[0] and layer_of(t[0]) > layer_of(m[0]):
+                    problems.append(f"{name(m)} (layer {layer_of(m[0])}) uses {name(t)}, "
+                                    f"of the higher layer {layer_of(t[0])}")
 
-# Top-level modules: a cycle between two of them (web and a feature, say) is a cycle.
-top = {}
-for m, targets in graph.items():
-    for t in targets:
-        if m[:1] != t[:1] and m and t:
-            top.setdefault(m[:1], set()).add(t[:1])
-for comp in sccs({m[:1] for m in files if m}, top):
-    problems.append("import cycle between top-level modules: " + " <-> ".join(map(name, comp)))
+    top = {}
+    for m, targets in graph.items():
+        for t in targets:
+            if m and t and m[:1] != t[:1]:
+                top.setdefault(m[:1], set()).add(t[:1])
+    for comp in sccs({m[:1] for m in files if m}, top):
+        problems.append(f"import cycle between top-level modules of {crate}: "
+                        + " <-> ".join(map(name, comp)))
+    problems += folder_cycles(crate, files, graph)
 
 for p in problems:
     print(p)
-print(f"check-architecture: {len(files)} files, {sum(map(len, graph.values()))} imports, "
+print(f"check-architecture: {total_files} files, {total_imports} imports, "
       f"{len(problems)} problem(s)")
 sys.exit(1 if problems else 0)

@@ -3,6 +3,7 @@
 //! repository's own hygiene.
 
 mod api_document;
+mod architecture;
 mod cli;
 mod repository;
 mod routing;
