@@ -4,7 +4,9 @@
 //! Where things live, infrastructure first, then the features built on it, then what
 //! assembles and runs them. Infrastructure never imports a feature
 //! (`scripts/check-architecture.py` checks it):
-//! - [`sharding`]: keys, slots, topology, pools, breakers, routers and the directory. Knows
+//! - [`pg`]: generic Postgres plumbing: pools, circuit breakers, statement deadlines, URLs,
+//!   LISTEN sessions, health probes.
+//! - [`sharding`]: keys, slots, topology, the shard set, routers and the directory. Knows
 //!   nothing of bookmarks.
 //! - [`configuration`]: loads `autumn.toml` plus `AUTUMN_*` environment overrides.
 //! - [`tenancy`]: `TenantId` and how a request names its tenant.
@@ -34,6 +36,7 @@ pub mod fairness;
 pub mod jobs;
 pub mod migrate;
 pub mod moves;
+pub mod pg;
 pub mod search;
 pub mod sharding;
 pub mod startup;

@@ -10,7 +10,8 @@ use diesel_async::AsyncPgConnection;
 use diesel_async::async_connection_wrapper::AsyncConnectionWrapper;
 use diesel_migrations::{EmbeddedMigrations, MigrationHarness, embed_migrations};
 
-use crate::sharding::{DbUrl, Topology};
+use crate::pg::DbUrl;
+use crate::sharding::Topology;
 
 pub const CONTROL_MIGRATIONS: EmbeddedMigrations = embed_migrations!("migrations/control");
 pub const SHARD_MIGRATIONS: EmbeddedMigrations = embed_migrations!("migrations/shard");

@@ -11,9 +11,9 @@ use std::time::Duration;
 
 use axum::http::Request;
 use bookmarks_sharded::configuration::{AuthMode, Settings};
+use bookmarks_sharded::pg::control::ControlLookups;
+use bookmarks_sharded::pg::pool::build_pool;
 use bookmarks_sharded::sharding::ShardSet;
-use bookmarks_sharded::sharding::control::ControlLookups;
-use bookmarks_sharded::sharding::pool::build_pool;
 use bookmarks_sharded::tenancy::api_key::ApiKey;
 use bookmarks_sharded::tenancy::auth::Authenticator;
 use bookmarks_sharded::tenancy::key_store::KeyStore;
@@ -29,9 +29,9 @@ fn key_check(c: &mut Criterion) {
     let shards = ShardSet::new(Arc::new(settings.topology)).unwrap();
     let topology = shards.topology();
     // Never used: every key is remembered, so no lookup reaches the pool.
-    let control = build_pool(&topology.control_url, 2, topology, "control").unwrap();
+    let control = build_pool(&topology.control_url, 2, topology.pool_bounds(), "control").unwrap();
     let store = Arc::new(KeyStore::new(
-        ControlLookups::new(control, topology),
+        ControlLookups::new(control, topology.lookup_bounds()),
         Duration::from_secs(3600),
     ));
     let mut requests = Vec::new();

@@ -6,7 +6,7 @@ use std::time::Duration;
 use diesel_async::AsyncPgConnection;
 use futures::future::BoxFuture;
 
-use crate::sharding::pool::PgPool;
+use crate::pg::pool::PgPool;
 
 /// The control database's pool and the bound on one admin read of it.
 #[derive(Clone)]

@@ -10,13 +10,13 @@ use serde::Serialize;
 
 use super::state::AdminState;
 use crate::bookmarks::store;
+use crate::pg::breaker::BreakerSnapshot;
+use crate::pg::pool::PgPool;
 use crate::search::reindexer::IndexSnapshot;
-use crate::sharding::breaker::BreakerSnapshot;
 use crate::sharding::cross_shard::{CrossShard, FanOut, Server};
 use crate::sharding::directory::placement::{PinEntry, pin_entries};
 use crate::sharding::directory::table;
 use crate::sharding::health::{check_replica, probe_primary};
-use crate::sharding::pool::PgPool;
 use crate::sharding::slot_range::display_ranges;
 use crate::sharding::{SLOT_COUNT, Shard};
 

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use super::exit::EXIT_CONFIG;
 use crate::configuration::Settings;
 use crate::jobs::{Job, queue};
-use crate::sharding::pool::{PgConn, build_pool};
+use crate::pg::pool::{PgConn, build_pool};
 use crate::startup::{Application, ServeOptions};
 use crate::tenancy::TenantId;
 
@@ -158,8 +158,8 @@ fn parse_job(settings: &Settings, args: &EnqueueArgs) -> Result<Job, String> {
 
 async fn control(settings: &Settings) -> Result<PgConn, String> {
     let topology = &settings.topology;
-    let pool =
-        build_pool(&topology.control_url, 1, topology, "control").map_err(|e| e.to_string())?;
+    let pool = build_pool(&topology.control_url, 1, topology.pool_bounds(), "control")
+        .map_err(|e| e.to_string())?;
     tokio::time::timeout(topology.acquire_timeout, pool.get())
         .await
         .map_err(|_| "no answer in time".to_owned())?

@@ -9,7 +9,7 @@ use serde_json::json;
 
 use super::exit::EXIT_CONFIG;
 use crate::configuration::Settings;
-use crate::sharding::pool::build_pool;
+use crate::pg::pool::build_pool;
 use crate::tenancy::{TenantId, keys};
 
 #[derive(Debug, Subcommand)]
@@ -45,7 +45,7 @@ pub async fn run(settings: &Settings, command: KeysCommand) -> ExitCode {
         })
     };
     let topology = Arc::new(settings.topology.clone());
-    let pool = match build_pool(&topology.control_url, 1, &topology, "control") {
+    let pool = match build_pool(&topology.control_url, 1, topology.pool_bounds(), "control") {
         Ok(pool) => pool,
         Err(e) => {
             eprintln!("error: {e}");

@@ -9,10 +9,10 @@ use std::sync::Arc;
 use super::exit::EXIT_CONFIG;
 use crate::bookmarks::TENANT_TABLES;
 use crate::configuration::Settings;
+use crate::pg::pool::{PgPool, build_pool};
 use crate::sharding::ShardSet;
 use crate::sharding::directory::placement::{Change, PlacementError, Placer, pin_entries};
 use crate::sharding::directory::table;
-use crate::sharding::pool::{PgPool, build_pool};
 use crate::tenancy::TenantId;
 
 #[derive(Debug, clap::Args)]
@@ -42,7 +42,8 @@ pub struct UnpinArgs {
 fn open(settings: &Settings) -> Result<(ShardSet, PgPool), ExitCode> {
     let topology = Arc::new(settings.topology.clone());
     let built = ShardSet::new(topology.clone()).and_then(|set| {
-        build_pool(&topology.control_url, 2, &topology, "control").map(|control| (set, control))
+        build_pool(&topology.control_url, 2, topology.pool_bounds(), "control")
+            .map(|control| (set, control))
     });
     built.map_err(|e| {
         eprintln!("error: {e}");

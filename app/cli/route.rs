@@ -8,8 +8,8 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use crate::configuration::Settings;
-use crate::sharding::control::ControlLookups;
-use crate::sharding::pool::build_pool;
+use crate::pg::control::ControlLookups;
+use crate::pg::pool::build_pool;
 use crate::sharding::{DirectoryRouter, PinRouter, RouteError, ShardKey, ShardSet};
 
 #[derive(Debug, clap::Args)]
@@ -58,7 +58,7 @@ pub async fn run(settings: &Settings, args: &RouteArgs) -> ExitCode {
     let topology = Arc::new(settings.topology.clone());
     let built = ShardSet::new(topology.clone()).and_then(|set| {
         let control = (topology.directory_router && !args.no_directory)
-            .then(|| build_pool(&topology.control_url, 1, &topology, "control"))
+            .then(|| build_pool(&topology.control_url, 1, topology.pool_bounds(), "control"))
             .transpose()?;
         Ok((set, control))
     });
@@ -71,7 +71,7 @@ pub async fn run(settings: &Settings, args: &RouteArgs) -> ExitCode {
     };
     // The live slot map, as every web replica routes by it now.
     if let Some(control) = &control {
-        let lookups = ControlLookups::new(control.clone(), &topology);
+        let lookups = ControlLookups::new(control.clone(), topology.lookup_bounds());
         if let Err(cause) = shards.slot_map().reload(&topology, &lookups).await {
             let code = super::placement::control_unreachable(settings, &cause);
             eprintln!("`bookmarks route --no-directory` routes by config pins and the hash alone");

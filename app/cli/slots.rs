@@ -10,7 +10,7 @@ use serde_json::json;
 
 use super::exit::EXIT_CONFIG;
 use crate::configuration::Settings;
-use crate::sharding::pool::build_pool;
+use crate::pg::pool::build_pool;
 use crate::sharding::slot_map::{self, CompactError, SlotOwners};
 use crate::sharding::slot_range::SlotRanges;
 use crate::sharding::topology::Topology;
@@ -33,9 +33,9 @@ pub enum SlotsCommand {
 }
 
 /// A control connection for one command, within the connect timeout.
-async fn control(topology: &Topology) -> Result<crate::sharding::pool::PgConn, String> {
-    let pool =
-        build_pool(&topology.control_url, 1, topology, "control").map_err(|e| e.to_string())?;
+async fn control(topology: &Topology) -> Result<crate::pg::pool::PgConn, String> {
+    let pool = build_pool(&topology.control_url, 1, topology.pool_bounds(), "control")
+        .map_err(|e| e.to_string())?;
     let bound = topology.connect_timeout + Duration::from_secs(1);
     tokio::time::timeout(bound, pool.get())
         .await

@@ -12,9 +12,9 @@ use serde_json::Value;
 use tracing::Instrument;
 
 use super::{Job, queue};
+use crate::pg::listener::Invalidated;
+use crate::pg::pool::PgPool;
 use crate::sharding::access::Shards;
-use crate::sharding::listener::Invalidated;
-use crate::sharding::pool::PgPool;
 use crate::telemetry::MetricSource;
 
 #[derive(Debug, Clone, Copy)]

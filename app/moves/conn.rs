@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use tokio_postgres::Client;
 
-use crate::sharding::DbUrl;
+use crate::pg::DbUrl;
 
 /// `application_name` of the mover's sessions, to find them in `pg_stat_activity`.
 pub const APPLICATION_NAME: &str = "move_slot";

@@ -11,11 +11,12 @@ use super::error::{DbError, MoveError, on_control};
 use super::progress::MoveProgress;
 use super::record::{self, MoveRecord, MoveState, Set};
 use super::transfer::{self, DeletePacing, Keys, TableInfo};
+use crate::pg::DbUrl;
+use crate::pg::pool::{PgConn, PgPool};
 use crate::sharding::directory::table;
-use crate::sharding::pool::{PgConn, PgPool};
 use crate::sharding::slot_map::{self, SlotOwners};
 use crate::sharding::tenant_rows::{self, TenantTable};
-use crate::sharding::{DbUrl, ShardSet, Topology};
+use crate::sharding::{ShardSet, Topology};
 
 /// Sessions to a move's source and destination, and its tables as the source has them.
 /// Kept between steps, so that the fence window is not spent connecting.

@@ -19,11 +19,12 @@ use super::scope;
 use super::steps::{self, abort::AbortCheck};
 use super::transfer::{self, DeletePacing};
 use crate::configuration::Settings;
+use crate::pg::DbUrl;
+use crate::pg::pool::{PgPool, build_pool};
 use crate::sharding::directory::placement::{self, NamedRoute};
-use crate::sharding::pool::{PgPool, build_pool};
 use crate::sharding::slot_range::ranges_text;
 use crate::sharding::tenant_rows::TenantTable;
-use crate::sharding::{DbUrl, ShardKey, ShardSet, SlotRange, Topology};
+use crate::sharding::{ShardKey, ShardSet, SlotRange, Topology};
 
 /// Session advisory locks on the control database that say "a process is running this
 /// move": the move's id plus this offset.
@@ -52,7 +53,7 @@ impl Mover {
         let topology = Arc::new(settings.topology.clone());
         let shards =
             ShardSet::new(topology.clone()).map_err(|e| MoveError::Setup(e.to_string()))?;
-        let control = build_pool(&topology.control_url, 2, &topology, "control")
+        let control = build_pool(&topology.control_url, 2, topology.pool_bounds(), "control")
             .map_err(|e| MoveError::Setup(e.to_string()))?;
         // Fail now, naming the database, rather than at the first record.
         let mut conn = control.get().await.map_err(|e| {

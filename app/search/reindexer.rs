@@ -23,8 +23,9 @@ use std::time::{Duration, Instant};
 
 use tokio_postgres::Client;
 
-use crate::sharding::db_url::ListeningSession;
-use crate::sharding::{DbUrl, ShardSet};
+use crate::pg::DbUrl;
+use crate::pg::db_url::ListeningSession;
+use crate::sharding::ShardSet;
 use crate::telemetry::MetricSource;
 
 /// The leadership lock (session level, per shard database).

@@ -9,16 +9,16 @@ use std::time::Duration;
 use diesel_async::AsyncPgConnection;
 use futures::StreamExt;
 
-use super::breaker::{Breaker, Role};
-use super::deadline::{CutOff, DeadlineConn};
 use super::move_wait::MoveWaits;
-use super::pool::{CheckoutError, PgConn};
 use super::replicas::ReplicaStates;
 use super::router::{Route, RouteError, ShardRouter};
 use super::shard_name::ShardName;
 use super::shard_set::{Shard, ShardId, ShardSet};
 use super::slot::ShardKey;
 use super::topology::ReplicaFallback;
+use crate::pg::breaker::{Breaker, Role};
+use crate::pg::deadline::{CutOff, DeadlineConn};
+use crate::pg::pool::{CheckoutError, PgConn};
 
 /// How many shards a fan-out talks to at once.
 const FAN_OUT_LIMIT: usize = 8;

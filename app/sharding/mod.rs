@@ -3,10 +3,7 @@
 //! `key ──hash──▶ slot (0..16384) ──slot map──▶ shard`. Read bottom-up, each module uses
 //! only those above it in this list:
 //! - [`slot`] and [`slot_range`]: the hash, a permanent contract, and slot ranges;
-//! - [`shard_name`], [`db_url`], [`topology`]: configuration, validated on construction;
-//! - [`pool`]: a connection pool per database server, every wait bounded;
-//! - [`breaker`] and [`deadline`]: a circuit breaker per server, and the statement deadline
-//!   that tells a silent server from a slow one;
+//! - [`shard_name`], [`topology`]: configuration, validated on construction;
 //! - [`move_wait`]: how a write refused by a move's fence waits for it to lift;
 //! - [`slot_map`]: the live slot map, `autumn.toml`'s slots with the control database's
 //!   overrides (range moves) on top;
@@ -19,7 +16,9 @@
 //!   (a router, the shard set and replica readiness together), and [`cross_shard`] for
 //!   tenant-free fan-out.
 //!
-//! Nothing here knows what a bookmark is: tools that copy or count a tenant's rows get its
+//! The generic Postgres plumbing every shard's servers use (pools, circuit breakers,
+//! statement deadlines, URLs, LISTEN sessions, probes) lives a layer below, in
+//! [`crate::pg`]. Nothing here knows what a bookmark is: tools that copy or count a tenant's rows get its
 //! tables as [`tenant_rows::TenantTable`]s.
 //!
 //! Why `_autumn_`: the sharding framework's own tables (`_autumn_shard_directory` and
@@ -33,17 +32,10 @@
 //! features' own tables (`tenant_moves`, `bookmarks`, `bookmark_search`, …) have none.
 
 pub mod access;
-pub mod answer_cache;
-pub mod breaker;
-pub mod control;
 pub mod cross_shard;
-pub mod db_url;
-pub mod deadline;
 pub mod directory;
 pub mod health;
-pub mod listener;
 pub mod move_wait;
-pub mod pool;
 pub mod replicas;
 pub mod router;
 pub mod shard_name;
@@ -54,7 +46,6 @@ pub mod slot_range;
 pub mod tenant_rows;
 pub mod topology;
 
-pub use db_url::DbUrl;
 pub use directory::DirectoryRouter;
 pub use router::{PinRouter, Route, RouteError, RouteVia, ShardRouter, hash_route};
 pub use shard_name::ShardName;

@@ -9,13 +9,13 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::breaker::{Breaker, Role};
-use super::db_url::DbUrl;
 use super::move_wait::RouteChanges;
-use super::pool::{PgPool, PoolBuildError, build_pool};
 use super::slot::Slot;
 use super::slot_map::{LiveSlotMap, Owner};
 use super::topology::{ReplicaFallback, ShardSpec, Topology};
+use crate::pg::breaker::{Breaker, Role};
+use crate::pg::db_url::DbUrl;
+use crate::pg::pool::{PgPool, PoolBuildError, build_pool};
 
 /// A shard's position in declaration order; cheap to copy and compare.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -119,13 +119,15 @@ impl ShardSet {
                 let primary = build_pool(
                     &spec.primary_url,
                     spec.primary_pool_size,
-                    &topology,
+                    topology.pool_bounds(),
                     &target,
                 )?;
                 let replica = spec
                     .replica_url
                     .as_ref()
-                    .map(|url| build_pool(url, spec.replica_pool_size, &topology, &target))
+                    .map(|url| {
+                        build_pool(url, spec.replica_pool_size, topology.pool_bounds(), &target)
+                    })
                     .transpose()?;
                 let breaker = |role: Role, url: &DbUrl| {
                     Breaker::new(

@@ -3,7 +3,7 @@
 //!
 //! Every process holds one [`LiveSlotMap`] in its [`ShardSet`](super::ShardSet), so every
 //! hash route reads it. The table's trigger notifies on every change and the control
-//! [`listener`](super::listener) asks for a reload (also after it reconnects, because
+//! [`listener`](crate::pg::listener) asks for a reload (also after it reconnects, because
 //! notifications sent meanwhile are lost); a periodic reload bounds how long a process
 //! whose listener is down can miss one. A process whose map is stale is harmless: the
 //! shard that gave a range away refuses its keys' writes (the shard migration
@@ -22,12 +22,12 @@ use diesel::sql_types::{BigInt, Integer, Nullable, Text};
 use diesel_async::{AsyncConnection, AsyncPgConnection};
 use tokio::sync::Notify;
 
-use super::control::ControlLookups;
-use super::listener::Invalidated;
 use super::move_wait::RouteChanges;
 use super::slot::SLOT_COUNT;
 use super::slot_range::{SlotRange, compact};
 use super::topology::Topology;
+use crate::pg::control::ControlLookups;
+use crate::pg::listener::Invalidated;
 
 /// The channel `_autumn_slot_map`'s trigger notifies on (always with an empty payload).
 pub const CHANNEL: &str = "autumn_slot_map";

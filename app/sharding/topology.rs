@@ -9,10 +9,10 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::db_url::DbUrl;
 use super::shard_name::ShardName;
 use super::slot::SLOT_COUNT;
 use super::slot_range::{SlotRange, compact, display_ranges};
+use crate::pg::db_url::DbUrl;
 
 pub const DEFAULT_CONTROL_POOL_SIZE: u32 = 8;
 pub const DEFAULT_PRIMARY_POOL_SIZE: u32 = 8;
@@ -624,4 +624,25 @@ fn intended_slots(text: &str) -> impl Iterator<Item = u16> {
         _ => None,
     };
     range.into_iter().flatten()
+}
+
+impl Topology {
+    /// The bounds of every pool this topology's servers get.
+    pub fn pool_bounds(&self) -> crate::pg::pool::PoolBounds {
+        crate::pg::pool::PoolBounds {
+            statement_timeout: self.statement_timeout,
+            acquire_timeout: self.acquire_timeout,
+            connect_timeout: self.connect_timeout,
+        }
+    }
+
+    /// The control database's lookups (directory, API keys) as this topology bounds them.
+    pub fn lookup_bounds(&self) -> crate::pg::control::LookupBounds {
+        crate::pg::control::LookupBounds {
+            url: self.control_url.clone(),
+            connect_timeout: self.connect_timeout,
+            acquire_timeout: self.acquire_timeout,
+            query_timeout: self.query_timeout,
+        }
+    }
 }

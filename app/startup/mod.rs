@@ -18,14 +18,14 @@ use crate::configuration::{AuthMode, Settings};
 use crate::fairness::Fairness;
 use crate::jobs::worker::{self, JobCounts, JobWakeups, WorkerOptions};
 use crate::migrate::{self, Kind, TargetFilter};
+use crate::pg::breaker::spawn_liveness_monitor;
+use crate::pg::control::ControlLookups;
+use crate::pg::listener::{self, Invalidated};
+use crate::pg::pool::{PgPool, build_pool};
 use crate::search::reindexer::{self, IndexStates, ReindexOptions};
 use crate::sharding::access::Shards;
-use crate::sharding::breaker::spawn_liveness_monitor;
-use crate::sharding::control::ControlLookups;
 use crate::sharding::cross_shard::CrossShard;
 use crate::sharding::health::spawn_replica_monitor;
-use crate::sharding::listener::{self, Invalidated};
-use crate::sharding::pool::{PgPool, build_pool};
 use crate::sharding::replicas::ReplicaStates;
 use crate::sharding::{DirectoryRouter, PinRouter, ShardRouter, ShardSet};
 use crate::telemetry::MetricSource;
@@ -151,12 +151,12 @@ impl Application {
         let control = build_pool(
             &topology.control_url,
             topology.control_pool_size,
-            &topology,
+            topology.pool_bounds(),
             "control",
         )?;
         // One breaker for the control database, shared by everything the request path asks
         // there.
-        let lookups = ControlLookups::new(control.clone(), &topology);
+        let lookups = ControlLookups::new(control.clone(), topology.lookup_bounds());
         if topology.directory_router {
             load_slot_map(&set, &lookups).await;
         }

@@ -16,9 +16,9 @@ use quanta::Instant;
 
 use super::api_key::{ApiKey, KeyDigest};
 use super::keys::{self, CHANNEL, Credential};
-use crate::sharding::answer_cache::{AnswerCache, Cached};
-use crate::sharding::control::ControlLookups;
-use crate::sharding::listener::Invalidated;
+use crate::pg::answer_cache::{AnswerCache, Cached};
+use crate::pg::control::ControlLookups;
+use crate::pg::listener::Invalidated;
 
 /// Entries kept at most (keys, and digests nobody has a key for).
 pub const CAPACITY: usize = 100_000;

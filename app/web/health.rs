@@ -17,10 +17,11 @@ use utoipa_axum::routes;
 
 use super::InstanceName;
 use super::drain::Draining;
+use crate::pg::health::probe;
+use crate::pg::pool::PgPool;
 use crate::sharding::DirectoryRouter;
 use crate::sharding::access::Shards;
-use crate::sharding::health::{check_replica, probe, probe_primary};
-use crate::sharding::pool::PgPool;
+use crate::sharding::health::{check_replica, probe_primary};
 use crate::sharding::topology::ReplicaFallback;
 
 /// Everything readiness looks at: the control database, every shard's servers (and the

@@ -24,10 +24,10 @@ use utoipa_axum::routes;
 use super::InstanceName;
 use super::around::{Answer, Around};
 use super::request_facts::RequestFacts;
+use crate::pg::breaker::Breaker;
+use crate::pg::pool::PgPool;
 use crate::sharding::DirectoryRouter;
 use crate::sharding::access::Shards;
-use crate::sharding::breaker::Breaker;
-use crate::sharding::pool::PgPool;
 use crate::telemetry::MetricSource;
 
 /// The answer's serving shard. A constant, so the name is not parsed again per request.

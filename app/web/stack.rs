@@ -27,7 +27,7 @@ pub type HttpService = BoxCloneSyncService<Request<Body>, Response, Infallible>;
 /// router, which wraps each route separately; the rest wraps the router once. Per-route
 /// layering clones every layer's service for every request, and the full stack applied per
 /// route cost about 10 % of a request's CPU in clones and allocations. Our layers on the
-/// request path are [`around::Around`]s, not `middleware::from_fn`.
+/// request path are [`super::around::Around`]s, not `middleware::from_fn`.
 pub fn serve(
     routes: Router,
     instance: &InstanceName,

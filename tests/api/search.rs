@@ -11,8 +11,8 @@ use bookmarks_sharded::jobs::Job;
 use bookmarks_sharded::jobs::queue::{self, NewJob};
 use bookmarks_sharded::jobs::worker::WorkerOptions;
 use bookmarks_sharded::migrate::{self, TargetFilter};
+use bookmarks_sharded::pg::pool::{PgConn, build_pool};
 use bookmarks_sharded::search::reindexer::LEADER_LOCK;
-use bookmarks_sharded::sharding::pool::{PgConn, build_pool};
 use bookmarks_sharded::tenancy::TenantId;
 use serde_json::{Value, json};
 
@@ -39,7 +39,7 @@ async fn control_conn(layout: &Layout) -> PgConn {
     // a connection, and on a loaded machine (the whole suite at once) the first can be slow.
     let settings = layout.clone().with_patient_connects().settings();
     let topology = &settings.topology;
-    build_pool(&topology.control_url, 1, topology, "control")
+    build_pool(&topology.control_url, 1, topology.pool_bounds(), "control")
         .unwrap()
         .get()
         .await

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use crate::sharding::answer_cache::AnswerCache;
+use crate::pg::answer_cache::AnswerCache;
 use crate::sharding::router::{Route, RouteError};
 
 /// Entries kept at most. Every tenant seen is cached (misses too), so without a bound a

@@ -3,7 +3,7 @@
 //! A row in the control database's `_autumn_shard_directory` table places a tenant on a
 //! shard; tenants without a row fall through to the config pins and then the hash
 //! (directory → pin → hash). Lookups, rows and their absence alike, are cached per process
-//! for a TTL; the control [`listener`](super::listener) evicts a key the moment its row changes (Postgres
+//! for a TTL; the control [`listener`](crate::pg::listener) evicts a key the moment its row changes (Postgres
 //! delivers the trigger's NOTIFY at commit), and flushes everything when it reconnects,
 //! because notifications sent while it was away are lost.
 //!
@@ -25,15 +25,15 @@ use quanta::Instant;
 
 use futures::future::BoxFuture;
 
-use super::answer_cache::{AnswerCache, Cached};
-use super::breaker::Breaker;
-use super::control::ControlLookups;
-use super::listener::Invalidated;
 use super::move_wait::RouteChanges;
-use super::pool::PgPool;
 use super::router::{PinRouter, Route, RouteError, RouteVia, ShardRouter};
 use super::shard_set::ShardSet;
 use super::slot::ShardKey;
+use crate::pg::answer_cache::{AnswerCache, Cached};
+use crate::pg::breaker::Breaker;
+use crate::pg::control::ControlLookups;
+use crate::pg::listener::Invalidated;
+use crate::pg::pool::PgPool;
 use cache::{CAPACITY, Decision, DirectoryCache};
 
 /// Cumulative counters, for `/metrics` and `/actuator/metrics`.
@@ -63,7 +63,7 @@ struct Counters {
 }
 
 /// Routes by the directory, then config pins, then the hash. Share one instance (in an
-/// `Arc`) between the request path and the control [`listener`](super::listener), so both
+/// `Arc`) between the request path and the control [`listener`](crate::pg::listener), so both
 /// see the same cache.
 pub struct DirectoryRouter {
     control: ControlLookups,
@@ -81,7 +81,10 @@ impl DirectoryRouter {
     /// A router over `shards`' topology (pins and cache TTL) reading the directory through
     /// `control`, with a breaker of its own for the control database.
     pub fn new(control: PgPool, shards: &ShardSet) -> Self {
-        Self::with_lookups(ControlLookups::new(control, shards.topology()), shards)
+        Self::with_lookups(
+            ControlLookups::new(control, shards.topology().lookup_bounds()),
+            shards,
+        )
     }
 
     /// A router reading the directory through `control`, whose breaker it shares with

@@ -8,7 +8,7 @@ use std::time::Duration;
 use diesel_async::AsyncPgConnection;
 
 use super::{placed, table};
-use crate::sharding::pool::{PgConn, PgPool};
+use crate::pg::pool::{PgConn, PgPool};
 use crate::sharding::router::{PinRouter, RouteVia};
 use crate::sharding::shard_set::ShardSet;
 use crate::sharding::slot::ShardKey;

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use tokio::sync::mpsc;
 
-use super::DbUrl;
+use super::db_url::DbUrl;
 
 /// `application_name` of the listener's session, to find it in `pg_stat_activity`.
 pub const APPLICATION_NAME: &str = "bookmarks-directory-listener";

@@ -9,9 +9,21 @@ use std::time::Duration;
 use diesel_async::AsyncPgConnection;
 
 use super::breaker::{Breaker, Role};
+use super::db_url::DbUrl;
 use super::deadline::{CutOff, DeadlineConn};
 use super::pool::PgPool;
-use super::topology::Topology;
+
+/// Where lookups go and how long each step may take.
+#[derive(Debug, Clone)]
+pub struct LookupBounds {
+    /// The server the breaker probes while it is open.
+    pub url: DbUrl,
+    pub connect_timeout: Duration,
+    /// Bound on getting a connection.
+    pub acquire_timeout: Duration,
+    /// Bound on one statement (while the server answers nothing else).
+    pub query_timeout: Duration,
+}
 
 /// The control pool with its breaker and bounds. Clones share the breaker.
 #[derive(Clone)]
@@ -26,17 +38,17 @@ pub struct ControlLookups {
 
 impl ControlLookups {
     /// Lookups through `pool`, with a breaker of their own for the control database.
-    pub fn new(pool: PgPool, topology: &Topology) -> Self {
+    pub fn new(pool: PgPool, bounds: LookupBounds) -> Self {
         Self {
             pool,
             breaker: Breaker::new(
                 "control database".to_owned(),
                 Role::Control,
-                topology.control_url.clone(),
-                topology.connect_timeout,
+                bounds.url,
+                bounds.connect_timeout,
             ),
-            acquire_timeout: topology.acquire_timeout,
-            query_timeout: topology.query_timeout,
+            acquire_timeout: bounds.acquire_timeout,
+            query_timeout: bounds.query_timeout,
         }
     }
 

@@ -21,7 +21,7 @@ use std::time::Duration;
 use diesel_async::{AsyncConnection, AsyncPgConnection};
 use quanta::Instant;
 
-use super::DbUrl;
+use super::db_url::DbUrl;
 use super::pool::{CheckoutError, PgConn, PgPool};
 
 /// Pause between recovery attempts while a breaker is open.

@@ -14,7 +14,6 @@ use diesel_async::pooled_connection::{
 use diesel_async::{AsyncConnection, AsyncPgConnection, SimpleAsyncConnection};
 
 use super::db_url::DbUrl;
-use super::topology::Topology;
 
 /// A pool of connections to one Postgres server.
 pub type PgPool = Pool<AsyncDieselConnectionManager<AsyncPgConnection>>;
@@ -22,6 +21,15 @@ pub type PgPool = Pool<AsyncDieselConnectionManager<AsyncPgConnection>>;
 pub type PgConn = deadpool::managed::Object<AsyncDieselConnectionManager<AsyncPgConnection>>;
 /// Why a checkout failed (timeout, connection refused, …).
 pub type CheckoutError = PoolError<ConnectError>;
+
+/// How long a pool's connections may take: the waits every checkout is bounded by, and the
+/// `statement_timeout` each connection sets on its server.
+#[derive(Debug, Clone, Copy)]
+pub struct PoolBounds {
+    pub statement_timeout: Duration,
+    pub acquire_timeout: Duration,
+    pub connect_timeout: Duration,
+}
 
 #[derive(Debug, thiserror::Error)]
 #[error("cannot build the connection pool for {target}: {message}")]
@@ -46,14 +54,14 @@ pub struct PoolBuildError {
 pub fn build_pool(
     url: &DbUrl,
     size: u32,
-    topology: &Topology,
+    bounds: PoolBounds,
     target: &str,
 ) -> Result<PgPool, PoolBuildError> {
     let mut config = ManagerConfig::default();
     config.recycling_method = RecyclingMethod::Fast;
     let set_timeout = format!(
         "SET statement_timeout = {}",
-        topology.statement_timeout.as_millis()
+        bounds.statement_timeout.as_millis()
     );
     config.custom_setup = Box::new(move |url| {
         let set_timeout = set_timeout.clone();
@@ -71,9 +79,9 @@ pub fn build_pool(
         .max_size(size as usize)
         .runtime(Runtime::Tokio1)
         .timeouts(Timeouts {
-            wait: Some(topology.acquire_timeout),
-            create: Some(topology.connect_timeout),
-            recycle: Some(topology.connect_timeout.min(Duration::from_secs(2))),
+            wait: Some(bounds.acquire_timeout),
+            create: Some(bounds.connect_timeout),
+            recycle: Some(bounds.connect_timeout.min(Duration::from_secs(2))),
         })
         .build()
         .map_err(|e| PoolBuildError {

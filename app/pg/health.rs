@@ -1,0 +1,111 @@
+//! Live health probes for one database server: can we query it, is it the role we expect
+//! (primary or replica in recovery), and has it applied exactly the migrations this build
+//! embeds? A replica that lags a migration is as unsafe to read as a dead one.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use diesel::QueryableByName;
+use diesel::sql_types::{Bool, Text};
+use diesel_async::RunQueryDsl;
+
+use super::pool::PgPool;
+
+/// The outcome of probing one database.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Probe {
+    pub up: bool,
+    pub detail: String,
+}
+
+impl Probe {
+    pub fn down(detail: impl Into<String>) -> Self {
+        Self {
+            up: false,
+            detail: detail.into(),
+        }
+    }
+}
+
+#[derive(QueryableByName)]
+struct VersionRow {
+    #[diesel(sql_type = Text)]
+    version: String,
+}
+
+#[derive(QueryableByName)]
+struct RecoveryRow {
+    #[diesel(sql_type = Bool)]
+    in_recovery: bool,
+}
+
+/// Probes a target. `expect_replica` checks that it is (or is not) in recovery;
+/// `expected` are the migration versions this build embeds.
+pub async fn probe(
+    pool: &PgPool,
+    expect_replica: bool,
+    expected: &BTreeSet<String>,
+    timeout: Duration,
+) -> Probe {
+    match tokio::time::timeout(timeout, probe_inner(pool, expect_replica, expected)).await {
+        Ok(probe) => probe,
+        Err(_) => Probe::down(format!("no answer within {timeout:?}")),
+    }
+}
+
+async fn probe_inner(pool: &PgPool, expect_replica: bool, expected: &BTreeSet<String>) -> Probe {
+    let mut conn = match pool.get().await {
+        Ok(c) => c,
+        Err(e) => {
+            // Details are served to anyone who can reach /ready: say what kind of failure
+            // it was, and keep the driver's words for the log.
+            tracing::debug!(error = %e, "health probe: cannot connect");
+            return Probe::down("unreachable");
+        }
+    };
+    let recovery: Result<RecoveryRow, _> =
+        diesel::sql_query("SELECT pg_is_in_recovery() AS in_recovery")
+            .get_result(&mut conn)
+            .await;
+    match recovery {
+        Ok(r) if r.in_recovery != expect_replica => {
+            let role = if r.in_recovery {
+                "a replica"
+            } else {
+                "a primary"
+            };
+            return Probe::down(format!(
+                "the server is {role}, which is not what is configured"
+            ));
+        }
+        Ok(_) => {}
+        Err(e) => {
+            tracing::debug!(error = %e, "health probe: query failed");
+            return Probe::down("query failed");
+        }
+    }
+    let applied: Result<Vec<VersionRow>, _> =
+        diesel::sql_query("SELECT version FROM __diesel_schema_migrations")
+            .load(&mut conn)
+            .await;
+    let applied: BTreeSet<String> = match applied {
+        Ok(rows) => rows.into_iter().map(|r| r.version).collect(),
+        Err(_) => BTreeSet::new(),
+    };
+    let pending = expected.difference(&applied).count();
+    let unknown = applied.difference(expected).count();
+    if pending > 0 {
+        Probe::down(format!(
+            "{pending} migration(s) pending: run `bookmarks migrate`"
+        ))
+    } else if unknown > 0 {
+        Probe::down(format!(
+            "{unknown} applied migration(s) unknown to this build (newer schema)"
+        ))
+    } else {
+        Probe {
+            up: true,
+            detail: format!("up, {} migration(s) applied", applied.len()),
+        }
+    }
+}
