@@ -47,7 +47,7 @@ pub async fn form_create(
     csrf::check(&jar, &form.csrf)?;
     let (status, notice) = match (tenant_param(&form.tenant), KeyNote::parse(&form.note)) {
         (Err(e), _) => (StatusCode::BAD_REQUEST, e.to_string()),
-        (_, Err(e)) => (StatusCode::BAD_REQUEST, e),
+        (_, Err(e)) => (StatusCode::BAD_REQUEST, e.to_string()),
         (Ok(tenant), Ok(note)) => match create(&state, &tenant, note).await {
             Ok((row, key)) => (
                 StatusCode::CREATED,

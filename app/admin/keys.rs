@@ -78,10 +78,10 @@ pub async fn api_create(
     ApiJson(body): ApiJson<NewKey>,
 ) -> Result<Response, ApiError> {
     let tenant = tenant_param(&tenant)?;
-    let note = KeyNote::parse(body.note.as_deref().unwrap_or("")).map_err(|message| {
+    let note = KeyNote::parse(body.note.as_deref().unwrap_or("")).map_err(|e| {
         ApiError::BadRequest {
             code: "invalid_body",
-            message,
+            message: e.to_string(),
         }
     })?;
     let (row, key) = create(&state, &tenant, note)

@@ -6,9 +6,9 @@ use std::process::ExitCode;
 use super::exit::EXIT_CONFIG;
 use crate::configuration::Settings;
 use crate::jobs::{Job, queue};
-use crate::pg::pool::{PgConn, build_pool};
+use super::control;
 use crate::startup::{Application, ServeOptions};
-use crate::tenancy::TenantId;
+use crate::tenancy::{TenantId, TenantIdError};
 
 #[derive(Debug, clap::Args)]
 pub struct WorkerArgs {
@@ -80,7 +80,7 @@ pub async fn run(settings: &Settings, command: JobsCommand) -> ExitCode {
         },
         _ => None,
     };
-    let mut conn = match control(settings).await {
+    let mut conn = match control::connect(&settings.topology).await {
         Ok(conn) => conn,
         Err(e) => {
             eprintln!(
@@ -135,35 +135,39 @@ pub async fn run(settings: &Settings, command: JobsCommand) -> ExitCode {
 }
 
 /// Checks the job's target before anything is written.
-fn parse_job(settings: &Settings, args: &EnqueueArgs) -> Result<Job, String> {
+fn parse_job(settings: &Settings, args: &EnqueueArgs) -> Result<Job, EnqueueError> {
     match args.kind.as_str() {
         crate::jobs::REINDEX_TENANT => TenantId::parse(&args.target)
             .map(|tenant| Job::ReindexTenant { tenant })
-            .map_err(|e| format!("TARGET {:?}: {e}", args.target)),
+            .map_err(|source| EnqueueError::Tenant {
+                target: args.target.clone(),
+                source,
+            }),
         crate::jobs::REINDEX_SHARD => match settings.topology.shard_named(&args.target) {
             Some(_) => Ok(Job::ReindexShard {
                 shard: args.target.clone(),
             }),
-            None => Err(format!(
-                "TARGET: no shard is named {:?} (shards: {})",
-                args.target,
-                settings.topology.shard_names()
-            )),
+            None => Err(EnqueueError::NoShard {
+                target: args.target.clone(),
+                known: settings.topology.shard_names(),
+            }),
         },
-        other => Err(format!(
-            "KIND: unknown job kind {other:?} (known: reindex_tenant, reindex_shard)"
-        )),
+        other => Err(EnqueueError::Kind(other.to_owned())),
     }
 }
 
-async fn control(settings: &Settings) -> Result<PgConn, String> {
-    let topology = &settings.topology;
-    let pool = build_pool(&topology.control_url, 1, topology.pool_bounds(), "control")
-        .map_err(|e| e.to_string())?;
-    tokio::time::timeout(topology.acquire_timeout, pool.get())
-        .await
-        .map_err(|_| "no answer in time".to_owned())?
-        .map_err(|e| e.to_string())
+/// An `enqueue` refused before anything is written; each names the argument to fix.
+#[derive(Debug, thiserror::Error)]
+enum EnqueueError {
+    #[error("TARGET {target:?}: {source}")]
+    Tenant {
+        target: String,
+        source: TenantIdError,
+    },
+    #[error("TARGET: no shard is named {target:?} (shards: {known})")]
+    NoShard { target: String, known: String },
+    #[error("KIND: unknown job kind {0:?} (known: reindex_tenant, reindex_shard)")]
+    Kind(String),
 }
 
 fn print_json(row: &queue::JobRow) {

@@ -4,6 +4,7 @@
 //! Exit codes: 0 success, 1 runtime failure, 2 bad configuration or arguments.
 
 mod check_config;
+mod control;
 mod exit;
 mod jobs;
 mod keys;

@@ -147,7 +147,7 @@ pub async fn pins(settings: &Settings) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-pub fn control_unreachable(settings: &Settings, cause: &str) -> ExitCode {
+pub fn control_unreachable(settings: &Settings, cause: impl std::fmt::Display) -> ExitCode {
     eprintln!(
         "error: cannot read the tenant directory on the control database ({}): {cause}",
         settings.topology.control_url

@@ -4,13 +4,12 @@
 //! overrides once that edit is deployed.
 
 use std::process::ExitCode;
-use std::time::Duration;
 
 use serde_json::json;
 
 use super::exit::EXIT_CONFIG;
 use crate::configuration::Settings;
-use crate::pg::pool::build_pool;
+use super::control::{self, ControlUnreachable};
 use crate::sharding::slot_map::{self, CompactError, SlotOwners};
 use crate::sharding::slot_range::SlotRanges;
 use crate::sharding::topology::Topology;
@@ -32,23 +31,10 @@ pub enum SlotsCommand {
     },
 }
 
-/// A control connection for one command, within the connect timeout.
-async fn control(topology: &Topology) -> Result<crate::pg::pool::PgConn, String> {
-    let pool = build_pool(&topology.control_url, 1, topology.pool_bounds(), "control")
-        .map_err(|e| e.to_string())?;
-    let bound = topology.connect_timeout + Duration::from_secs(1);
-    tokio::time::timeout(bound, pool.get())
-        .await
-        .map_err(|_| format!("no connection within {bound:?}"))?
-        .map_err(|e| e.to_string())
-}
-
 /// The effective map as read from the control database now.
-pub async fn effective(topology: &Topology) -> Result<SlotOwners, String> {
-    let mut conn = control(topology).await?;
-    slot_map::current(&mut conn, topology)
-        .await
-        .map_err(|e| e.to_string())
+pub async fn effective(topology: &Topology) -> Result<SlotOwners, ControlUnreachable> {
+    let mut conn = control::connect(topology).await?;
+    Ok(slot_map::current(&mut conn, topology).await?)
 }
 
 /// What check-config and `bookmarks slots` say about drift, in words.
@@ -98,7 +84,7 @@ pub async fn run(settings: &Settings, args: SlotsArgs) -> ExitCode {
             Err(cause) => unreachable_control(settings, &cause),
         },
         Some(SlotsCommand::Compact { slots }) => {
-            let mut conn = match control(topology).await {
+            let mut conn = match control::connect(topology).await {
                 Ok(c) => c,
                 Err(cause) => return unreachable_control(settings, &cause),
             };
@@ -124,13 +110,13 @@ pub async fn run(settings: &Settings, args: SlotsArgs) -> ExitCode {
                     eprintln!("error: {e}");
                     ExitCode::from(EXIT_CONFIG)
                 }
-                Err(CompactError::Db(e)) => unreachable_control(settings, &e.to_string()),
+                Err(CompactError::Db(e)) => unreachable_control(settings, &e.into()),
             }
         }
     }
 }
 
-fn unreachable_control(settings: &Settings, cause: &str) -> ExitCode {
+fn unreachable_control(settings: &Settings, cause: &ControlUnreachable) -> ExitCode {
     eprintln!(
         "error: cannot read the slot map on the control database ({}): {cause}",
         settings.topology.control_url

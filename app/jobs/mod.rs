@@ -11,12 +11,40 @@ use serde_json::{Value, json};
 
 use crate::search;
 use crate::sharding::access::{ShardError, Shards};
-use crate::tenancy::TenantId;
+use crate::tenancy::{TenantId, TenantIdError};
 
 pub const REINDEX_TENANT: &str = "reindex_tenant";
 pub const REINDEX_SHARD: &str = "reindex_shard";
 /// Attempts before a job is dead, unless its enqueuer says otherwise.
 pub const DEFAULT_MAX_ATTEMPTS: i32 = 5;
+
+/// Why a stored job cannot be read back.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum JobParseError {
+    #[error("{kind} job: payload has no text field {field:?}")]
+    MissingField { kind: String, field: &'static str },
+    #[error("{kind} job: tenant: {source}")]
+    Tenant {
+        kind: String,
+        source: TenantIdError,
+    },
+    #[error("unknown job kind {0:?} (known: {REINDEX_TENANT}, {REINDEX_SHARD})")]
+    UnknownKind(String),
+}
+
+/// Why a job failed; its text is kept on the job row.
+#[derive(Debug, thiserror::Error)]
+pub enum JobError {
+    #[error(transparent)]
+    Parse(#[from] JobParseError),
+    #[error(transparent)]
+    Shard(#[from] ShardError),
+    #[error("on shard {shard}: {source}")]
+    Query {
+        shard: String,
+        source: diesel::result::Error,
+    },
+}
 
 /// A job as the code knows it: parsed from (and written as) a kind and a JSON payload.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -43,41 +71,50 @@ impl Job {
     }
 
     /// Reads a stored job back; the error says what is wrong with it.
-    pub fn parse(kind: &str, payload: &Value) -> Result<Self, String> {
-        let field = |name: &str| {
+    pub fn parse(kind: &str, payload: &Value) -> Result<Self, JobParseError> {
+        let field = |name: &'static str| {
             payload[name]
                 .as_str()
-                .ok_or_else(|| format!("{kind} job: payload has no text field {name:?}"))
+                .ok_or_else(|| JobParseError::MissingField {
+                    kind: kind.to_owned(),
+                    field: name,
+                })
         };
         match kind {
             REINDEX_TENANT => {
-                let tenant = TenantId::parse(field("tenant")?)
-                    .map_err(|e| format!("{kind} job: tenant: {e}"))?;
+                let tenant =
+                    TenantId::parse(field("tenant")?).map_err(|source| JobParseError::Tenant {
+                        kind: kind.to_owned(),
+                        source,
+                    })?;
                 Ok(Job::ReindexTenant { tenant })
             }
             REINDEX_SHARD => Ok(Job::ReindexShard {
                 shard: field("shard")?.to_owned(),
             }),
-            other => Err(format!(
-                "unknown job kind {other:?} (known: {REINDEX_TENANT}, {REINDEX_SHARD})"
-            )),
+            other => Err(JobParseError::UnknownKind(other.to_owned())),
         }
     }
 
     /// Runs the job; the result is kept on the job row.
-    pub async fn run(&self, shards: &Shards) -> Result<Value, String> {
-        let fail = |e: ShardError| e.to_string();
+    pub async fn run(&self, shards: &Shards) -> Result<Value, JobError> {
         match self {
             Job::ReindexTenant { tenant } => {
-                let mut conn = shards.db_for(tenant.as_str()).await.map_err(fail)?;
+                let mut conn = shards.db_for(tenant.as_str()).await?;
                 let documents = search::reindex_tenant(conn.raw(), tenant.as_str())
                     .await
-                    .map_err(|e| format!("on shard {}: {e}", conn.name))?;
+                    .map_err(|source| JobError::Query {
+                        shard: conn.name.to_string(),
+                        source,
+                    })?;
                 Ok(json!({ "shard": conn.name.as_str(), "documents": documents }))
             }
             Job::ReindexShard { shard } => {
-                let mut conn = shards.db_on(shard).await.map_err(fail)?;
-                let on = |e: diesel::result::Error| format!("on shard {shard}: {e}");
+                let mut conn = shards.db_on(shard).await?;
+                let on = |source| JobError::Query {
+                    shard: shard.clone(),
+                    source,
+                };
                 let tenants = search::tenants_on_shard(conn.raw()).await.map_err(on)?;
                 let mut documents = 0i64;
                 for tenant in &tenants {

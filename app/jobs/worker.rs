@@ -11,9 +11,9 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use tracing::Instrument;
 
-use super::{Job, queue};
+use super::{Job, JobError, queue};
 use crate::pg::listener::Invalidated;
-use crate::pg::pool::PgPool;
+use crate::pg::pool::{CheckoutError, PgPool};
 use crate::sharding::access::Shards;
 use crate::telemetry::MetricSource;
 
@@ -135,18 +135,26 @@ pub fn spawn(
     })
 }
 
+/// Why the worker could not reach the queue (the job itself failing is no such error: it is
+/// recorded on the job's row).
+#[derive(Debug, thiserror::Error)]
+pub enum QueueError {
+    #[error("{0}")]
+    Checkout(#[from] CheckoutError),
+    #[error("{0}")]
+    Query(#[from] diesel::result::Error),
+}
+
 /// Claims and runs one job; false when nothing was due.
 pub async fn run_one(
     control: &PgPool,
     shards: &Shards,
     worker_id: &str,
     options: &WorkerOptions,
-) -> Result<bool, String> {
+) -> Result<bool, QueueError> {
     let claimed = {
-        let mut conn = control.get().await.map_err(|e| e.to_string())?;
-        queue::claim(&mut conn, worker_id, options.lease)
-            .await
-            .map_err(|e| e.to_string())?
+        let mut conn = control.get().await?;
+        queue::claim(&mut conn, worker_id, options.lease).await?
     };
     let Some(row) = claimed else {
         return Ok(false);
@@ -164,24 +172,21 @@ async fn finish(
     worker_id: &str,
     options: &WorkerOptions,
     row: queue::JobRow,
-) -> Result<(), String> {
+) -> Result<(), QueueError> {
     let outcome = match Job::parse(&row.kind, &row.payload) {
         Ok(job) => with_heartbeat(control, row.id, worker_id, options, job.run(shards)).await,
-        Err(e) => Err(e),
+        Err(e) => Err(e.into()),
     };
-    let mut conn = control.get().await.map_err(|e| e.to_string())?;
+    let mut conn = control.get().await?;
     match outcome {
         Ok(result) => {
-            queue::complete(&mut conn, row.id, worker_id, &result)
-                .await
-                .map_err(|e| e.to_string())?;
+            queue::complete(&mut conn, row.id, worker_id, &result).await?;
             tracing::info!(%result, "job done");
         }
         Err(error) => {
             let backoff = options.backoff_after(row.attempts);
-            let state = queue::fail(&mut conn, row.id, worker_id, &error, backoff)
-                .await
-                .map_err(|e| e.to_string())?;
+            let state =
+                queue::fail(&mut conn, row.id, worker_id, &error.to_string(), backoff).await?;
             tracing::warn!(%error, state = state.as_deref().unwrap_or("lost"), retry_in = ?backoff, "job failed");
         }
     }
@@ -194,8 +199,8 @@ async fn with_heartbeat(
     id: i64,
     worker_id: &str,
     options: &WorkerOptions,
-    work: impl Future<Output = Result<Value, String>>,
-) -> Result<Value, String> {
+    work: impl Future<Output = Result<Value, JobError>>,
+) -> Result<Value, JobError> {
     let beat = async {
         let mut tick = tokio::time::interval(options.lease / 3);
         tick.tick().await;

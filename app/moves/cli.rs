@@ -157,11 +157,19 @@ pub struct Fence {
     pub full: bool,
 }
 
-fn positive_duration(raw: &str) -> Result<Duration, String> {
-    match humantime::parse_duration(raw) {
-        Ok(d) if d.is_zero() => Err("must be longer than 0 (a fence cannot last no time)".into()),
-        Ok(d) => Ok(d),
-        Err(e) => Err(e.to_string()),
+/// A duration flag that cannot be used.
+#[derive(Debug, thiserror::Error)]
+enum DurationArgError {
+    #[error("must be longer than 0 (a fence cannot last no time)")]
+    Zero,
+    #[error(transparent)]
+    Syntax(#[from] humantime::DurationError),
+}
+
+fn positive_duration(raw: &str) -> Result<Duration, DurationArgError> {
+    match humantime::parse_duration(raw)? {
+        d if d.is_zero() => Err(DurationArgError::Zero),
+        d => Ok(d),
     }
 }
 

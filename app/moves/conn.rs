@@ -7,6 +7,7 @@ use std::time::Duration;
 use tokio_postgres::Client;
 
 use crate::pg::DbUrl;
+use crate::pg::db_url::SessionError;
 
 /// `application_name` of the mover's sessions, to find them in `pg_stat_activity`.
 pub const APPLICATION_NAME: &str = "move_slot";
@@ -14,9 +15,23 @@ pub const APPLICATION_NAME: &str = "move_slot";
 const SESSION: &str = "SET TimeZone = 'UTC'; SET DateStyle = 'ISO, MDY'; \
      SET IntervalStyle = 'postgres'; SET extra_float_digits = 1; SET bytea_output = 'hex'";
 
+/// A server the mover could not open a session on.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot connect to {what} ({url}): {source}")]
+pub struct ConnectError {
+    what: String,
+    /// As `DbUrl` shows it: without the password.
+    url: String,
+    source: SessionError,
+}
+
 /// Connects to `url` (`what` names it in errors) and applies the session settings.
-pub async fn connect(url: &DbUrl, what: &str, timeout: Duration) -> Result<Client, String> {
-    let fail = |e: String| format!("cannot connect to {what} ({url}): {e}");
+pub async fn connect(url: &DbUrl, what: &str, timeout: Duration) -> Result<Client, ConnectError> {
+    let fail = |source| ConnectError {
+        what: what.to_owned(),
+        url: url.to_string(),
+        source,
+    };
     let client = url
         .connect_session(APPLICATION_NAME, timeout)
         .await
@@ -24,7 +39,7 @@ pub async fn connect(url: &DbUrl, what: &str, timeout: Duration) -> Result<Clien
     client
         .batch_execute(SESSION)
         .await
-        .map_err(|e| fail(e.to_string()))?;
+        .map_err(|e| fail(SessionError::Driver(e)))?;
     Ok(client)
 }
 

@@ -2,7 +2,9 @@
 //! failures leave the move in a state its record names. The `move_slot` command line turns
 //! each into advice (`cli::explain`); the messages here say what happened.
 
+use super::conn::ConnectError;
 use super::record::{MoveRecord, RecordError, Step};
+use crate::pg::pool::CheckoutError;
 use crate::tenancy::TenantIdError;
 
 #[derive(Debug, thiserror::Error)]
@@ -83,8 +85,14 @@ pub enum MoveError {
     // Failures: a step could not finish; the move's state says where it stopped.
     #[error("{what}: {source}")]
     Db { what: String, source: DbError },
-    #[error("{0}")]
-    Connect(String),
+    #[error(transparent)]
+    Connect(#[from] ConnectError),
+    #[error("cannot connect to the control database ({url}): {source}")]
+    ConnectControl {
+        /// As `DbUrl` shows it: without the password.
+        url: String,
+        source: Box<CheckoutError>,
+    },
     #[error(
         "verification failed, so the move was aborted (the source keeps the tenants, nothing \
          was deleted from it): {differences}"
@@ -134,6 +142,7 @@ impl MoveError {
             self,
             MoveError::Db { .. }
                 | MoveError::Connect(_)
+                | MoveError::ConnectControl { .. }
                 | MoveError::VerificationFailed { .. }
                 | MoveError::FenceTooLong { .. }
                 | MoveError::Setup(_)

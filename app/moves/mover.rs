@@ -56,12 +56,13 @@ impl Mover {
         let control = build_pool(&topology.control_url, 2, topology.pool_bounds(), "control")
             .map_err(|e| MoveError::Setup(e.to_string()))?;
         // Fail now, naming the database, rather than at the first record.
-        let mut conn = control.get().await.map_err(|e| {
-            MoveError::Connect(format!(
-                "cannot connect to the control database ({}): {e}",
-                topology.control_url
-            ))
-        })?;
+        let mut conn = control
+            .get()
+            .await
+            .map_err(|source| MoveError::ConnectControl {
+                url: topology.control_url.to_string(),
+                source: Box::new(source),
+            })?;
         // Route as the web replicas do: by the live slot map.
         shards
             .slot_map()

@@ -155,13 +155,18 @@ impl fmt::Display for MoveState {
     }
 }
 
+/// A `tenant_moves.state` this build does not know.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown move state {0:?}")]
+pub struct UnknownMoveState(String);
+
 impl FromStr for MoveState {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = UnknownMoveState;
+    fn from_str(s: &str) -> Result<Self, UnknownMoveState> {
         MoveState::ALL
             .into_iter()
             .find(|state| state.as_str() == s)
-            .ok_or_else(|| format!("unknown move state {s:?}"))
+            .ok_or_else(|| UnknownMoveState(s.to_owned()))
     }
 }
 
@@ -253,13 +258,16 @@ impl TryFrom<MoveRow> for MoveRecord {
 
     fn try_from(row: MoveRow) -> Result<Self, RecordError> {
         let unreadable = |why: String| RecordError::Unreadable { id: row.id, why };
-        let state = row.state.parse().map_err(unreadable)?;
+        let state = row
+            .state
+            .parse::<MoveState>()
+            .map_err(|e| unreadable(e.to_string()))?;
         let slots = row
             .slots
             .as_deref()
             .map(|text| text.parse::<SlotRanges>().map(SlotRanges::into_vec))
             .transpose()
-            .map_err(unreadable)?;
+            .map_err(|e| unreadable(e.to_string()))?;
         let previous =
             serde_json::from_str(&row.previous).map_err(|e| unreadable(e.to_string()))?;
         let checksums = row

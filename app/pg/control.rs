@@ -11,7 +11,22 @@ use diesel_async::AsyncPgConnection;
 use super::breaker::{Breaker, Role};
 use super::db_url::DbUrl;
 use super::deadline::{CutOff, DeadlineConn};
-use super::pool::PgPool;
+use super::pool::{CheckoutError, PgPool};
+
+/// Why a lookup got no answer; for the log (never driver text for clients).
+#[derive(Debug, thiserror::Error)]
+pub enum LookupError {
+    #[error("circuit open: the control database stopped answering")]
+    CircuitOpen,
+    #[error("{0}")]
+    Checkout(CheckoutError),
+    #[error("no connection within {0:?}")]
+    NoConnection(Duration),
+    #[error("no answer within {0:?}")]
+    NoAnswer(Duration),
+    #[error("{0}")]
+    Query(diesel::result::Error),
+}
 
 /// Where lookups go and how long each step may take.
 #[derive(Debug, Clone)]
@@ -62,20 +77,20 @@ impl ControlLookups {
     pub async fn run<T>(
         &self,
         work: impl AsyncFnOnce(&mut AsyncPgConnection) -> diesel::QueryResult<T>,
-    ) -> Result<T, String> {
+    ) -> Result<T, LookupError> {
         if self.breaker.is_open() {
-            return Err("circuit open: the control database stopped answering".to_owned());
+            return Err(LookupError::CircuitOpen);
         }
         let bound = self.acquire_timeout;
         let conn = match tokio::time::timeout(bound, self.breaker.checkout(&self.pool)).await {
             Ok(Ok(conn)) => conn,
-            Ok(Err(e)) => return Err(e.to_string()),
-            Err(_) => return Err(format!("no connection within {bound:?}")),
+            Ok(Err(e)) => return Err(LookupError::Checkout(e)),
+            Err(_) => return Err(LookupError::NoConnection(bound)),
         };
         let mut conn = DeadlineConn::new(conn, Arc::clone(&self.breaker), self.query_timeout);
         conn.within(work)
             .await
-            .map_err(|CutOff| format!("no answer within {:?}", self.query_timeout))?
-            .map_err(|e| e.to_string())
+            .map_err(|CutOff| LookupError::NoAnswer(self.query_timeout))?
+            .map_err(LookupError::Query)
     }
 }

@@ -9,17 +9,34 @@ use std::time::Duration;
 #[derive(Clone, PartialEq, Eq)]
 pub struct DbUrl(url::Url);
 
+/// Why a string is not a [`DbUrl`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DbUrlError {
+    #[error("{0}")]
+    Syntax(#[from] url::ParseError),
+    #[error("scheme is {0:?}, expected \"postgres\" or \"postgresql\"")]
+    Scheme(String),
+    #[error("it has no host")]
+    NoHost,
+}
+
+/// Why a session outside the pools could not be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError {
+    #[error("{0}")]
+    Driver(#[from] tokio_postgres::Error),
+    #[error("no connection within {0:?}")]
+    Timeout(Duration),
+}
+
 impl DbUrl {
-    pub fn parse(raw: &str) -> Result<Self, String> {
-        let url = url::Url::parse(raw).map_err(|e| format!("{e}"))?;
+    pub fn parse(raw: &str) -> Result<Self, DbUrlError> {
+        let url = url::Url::parse(raw)?;
         if !matches!(url.scheme(), "postgres" | "postgresql") {
-            return Err(format!(
-                "scheme is {:?}, expected \"postgres\" or \"postgresql\"",
-                url.scheme()
-            ));
+            return Err(DbUrlError::Scheme(url.scheme().to_owned()));
         }
         if url.host_str().is_none_or(str::is_empty) {
-            return Err("it has no host".to_owned());
+            return Err(DbUrlError::NoHost);
         }
         Ok(Self(url))
     }
@@ -37,7 +54,7 @@ impl DbUrl {
         &self,
         application_name: &str,
         timeout: Duration,
-    ) -> Result<tokio_postgres::Client, String> {
+    ) -> Result<tokio_postgres::Client, SessionError> {
         Ok(self
             .connect_listening_session(application_name, timeout)
             .await?
@@ -50,18 +67,16 @@ impl DbUrl {
         &self,
         application_name: &str,
         timeout: Duration,
-    ) -> Result<ListeningSession, String> {
+    ) -> Result<ListeningSession, SessionError> {
         use futures::StreamExt;
-        let mut config: tokio_postgres::Config =
-            self.expose().parse().map_err(|e| format!("{e}"))?;
+        let mut config: tokio_postgres::Config = self.expose().parse()?;
         config
             .application_name(application_name)
             .connect_timeout(timeout);
         let (client, mut connection) =
             tokio::time::timeout(timeout, config.connect(tokio_postgres::NoTls))
                 .await
-                .map_err(|_| format!("no connection within {timeout:?}"))?
-                .map_err(|e| e.to_string())?;
+                .map_err(|_| SessionError::Timeout(timeout))??;
         let (tx, notifications) = tokio::sync::mpsc::unbounded_channel();
         let application_name = application_name.to_owned();
         let driver = tokio::spawn(async move {

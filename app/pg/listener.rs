@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use tokio::sync::mpsc;
 
-use super::db_url::DbUrl;
+use super::db_url::{DbUrl, SessionError};
 
 /// `application_name` of the listener's session, to find it in `pg_stat_activity`.
 pub const APPLICATION_NAME: &str = "bookmarks-directory-listener";
@@ -87,6 +87,17 @@ async fn run(caches: &[Arc<dyn Invalidated>], url: &DbUrl, connect_timeout: Dura
     }
 }
 
+/// Why a LISTEN session could not be opened (it is tried again).
+#[derive(Debug, thiserror::Error)]
+enum ListenError {
+    #[error(transparent)]
+    Session(#[from] SessionError),
+    #[error("LISTEN failed: {0}")]
+    Listen(tokio_postgres::Error),
+    #[error("LISTEN not answered within {0:?}")]
+    ListenTimeout(Duration),
+}
+
 /// One LISTEN session: a client for pings and a task that drives the connection and
 /// forwards notifications as (channel, payload).
 struct Session {
@@ -100,7 +111,7 @@ impl Session {
         url: &DbUrl,
         channels: &[&str],
         connect_timeout: Duration,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, ListenError> {
         let opened = url
             .connect_listening_session(APPLICATION_NAME, connect_timeout)
             .await?;
@@ -112,8 +123,8 @@ impl Session {
         let listen: String = channels.iter().map(|c| format!("LISTEN {c};")).collect();
         match tokio::time::timeout(PING_TIMEOUT, session.client.batch_execute(&listen)).await {
             Ok(Ok(())) => Ok(session),
-            Ok(Err(e)) => Err(format!("LISTEN failed: {e}")),
-            Err(_) => Err(format!("LISTEN not answered within {PING_TIMEOUT:?}")),
+            Ok(Err(e)) => Err(ListenError::Listen(e)),
+            Err(_) => Err(ListenError::ListenTimeout(PING_TIMEOUT)),
         }
     }
 

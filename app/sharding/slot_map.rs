@@ -26,7 +26,7 @@ use super::move_wait::RouteChanges;
 use super::slot::SLOT_COUNT;
 use super::slot_range::{SlotRange, compact};
 use super::topology::Topology;
-use crate::pg::control::ControlLookups;
+use crate::pg::control::{ControlLookups, LookupError};
 use crate::pg::listener::Invalidated;
 
 /// The channel `_autumn_slot_map`'s trigger notifies on (always with an empty payload).
@@ -466,7 +466,7 @@ impl LiveSlotMap {
         &self,
         topology: &Topology,
         lookups: &ControlLookups,
-    ) -> Result<(), String> {
+    ) -> Result<(), LookupError> {
         match lookups.run(async |c| load(c).await).await {
             Ok(overrides) => {
                 self.install(topology, overrides);

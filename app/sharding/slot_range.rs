@@ -118,18 +118,27 @@ impl SlotRanges {
     }
 }
 
-impl FromStr for SlotRanges {
-    type Err = String;
+/// Why a list of slot ranges was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SlotRangesError {
+    #[error(transparent)]
+    Range(#[from] SlotRangeError),
+    #[error("{0} and {1} overlap")]
+    Overlap(SlotRange, SlotRange),
+}
 
-    fn from_str(raw: &str) -> Result<Self, String> {
+impl FromStr for SlotRanges {
+    type Err = SlotRangesError;
+
+    fn from_str(raw: &str) -> Result<Self, SlotRangesError> {
         let mut ranges = Vec::new();
         for part in raw.split(',') {
-            ranges.push(part.parse::<SlotRange>().map_err(|e| e.to_string())?);
+            ranges.push(part.parse::<SlotRange>()?);
         }
         ranges.sort();
         for pair in ranges.windows(2) {
             if pair[1].start <= pair[0].end {
-                return Err(format!("{} and {} overlap", pair[0], pair[1]));
+                return Err(SlotRangesError::Overlap(pair[0], pair[1]));
             }
         }
         Ok(Self(compact(ranges.iter().flat_map(|r| r.iter()))))

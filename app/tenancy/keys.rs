@@ -58,18 +58,27 @@ pub const MAX_NOTE_CHARS: usize = 200;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KeyNote(String);
 
+/// Why a note was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum KeyNoteError {
+    #[error("note is longer than {MAX_NOTE_CHARS} characters")]
+    TooLong,
+    #[error("note must not contain control characters")]
+    ControlCharacter,
+}
+
 impl KeyNote {
     /// `None` for a blank note.
-    pub fn parse(raw: &str) -> Result<Option<Self>, String> {
+    pub fn parse(raw: &str) -> Result<Option<Self>, KeyNoteError> {
         let note = raw.trim();
         if note.is_empty() {
             return Ok(None);
         }
         if note.chars().count() > MAX_NOTE_CHARS {
-            return Err(format!("note is longer than {MAX_NOTE_CHARS} characters"));
+            return Err(KeyNoteError::TooLong);
         }
         if note.chars().any(char::is_control) {
-            return Err("note must not contain control characters".to_owned());
+            return Err(KeyNoteError::ControlCharacter);
         }
         Ok(Some(Self(note.to_owned())))
     }

@@ -228,7 +228,9 @@ impl DirectoryRouter {
                          tenants with nothing cached get 503"
                     );
                 }
-                Err(RouteError::DirectoryUnavailable { cause })
+                Err(RouteError::DirectoryUnavailable {
+                    cause: cause.to_string(),
+                })
             }
         }
     }
