@@ -78,12 +78,11 @@ pub async fn api_create(
     ApiJson(body): ApiJson<NewKey>,
 ) -> Result<Response, ApiError> {
     let tenant = tenant_param(&tenant)?;
-    let note = KeyNote::parse(body.note.as_deref().unwrap_or("")).map_err(|e| {
-        ApiError::BadRequest {
+    let note =
+        KeyNote::parse(body.note.as_deref().unwrap_or("")).map_err(|e| ApiError::BadRequest {
             code: "invalid_body",
             message: e.to_string(),
-        }
-    })?;
+        })?;
     let (row, key) = create(&state, &tenant, note)
         .await
         .map_err(|_| ApiError::ControlUnavailable)?;

@@ -131,9 +131,9 @@ impl ListParams {
         refuse_nul("q", self.q.as_deref())?;
         let q = clean(self.q);
         if let Some(q) = &q {
-            check_search(q).map_err(|message| ApiError::BadRequest {
+            check_search(q).map_err(|e| ApiError::BadRequest {
                 code: "invalid_query",
-                message,
+                message: e.to_string(),
             })?;
         }
         Ok(ListQuery {
@@ -149,19 +149,26 @@ impl ListParams {
 /// and match, and nobody types them.
 pub const MAX_SEARCH_CHARS: usize = 256;
 
+/// Why a search was refused; the message names the parameter.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+enum SearchRefused {
+    #[error("q is longer than {MAX_SEARCH_CHARS} characters")]
+    TooLong,
+    #[error("q must contain a word or phrase to find, not only words to leave out")]
+    OnlyExclusions,
+}
+
 /// Refuses a search that is too long, or that only excludes words (`-zzzz`): that would
 /// match nearly every bookmark without narrowing anything, and cost a scan of the tenant.
-fn check_search(q: &str) -> Result<(), String> {
+fn check_search(q: &str) -> Result<(), SearchRefused> {
     if q.chars().count() > MAX_SEARCH_CHARS {
-        return Err(format!("q is longer than {MAX_SEARCH_CHARS} characters"));
+        return Err(SearchRefused::TooLong);
     }
     let looks_for_something = search_terms(q).any(|(negated, term)| {
         !negated && !term.eq_ignore_ascii_case("or") && term.chars().any(char::is_alphanumeric)
     });
     if !looks_for_something {
-        return Err(
-            "q must contain a word or phrase to find, not only words to leave out".to_owned(),
-        );
+        return Err(SearchRefused::OnlyExclusions);
     }
     Ok(())
 }

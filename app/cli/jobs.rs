@@ -3,10 +3,10 @@
 
 use std::process::ExitCode;
 
+use super::control;
 use super::exit::EXIT_CONFIG;
 use crate::configuration::Settings;
 use crate::jobs::{Job, queue};
-use super::control;
 use crate::startup::{Application, ServeOptions};
 use crate::tenancy::{TenantId, TenantIdError};
 

@@ -54,19 +54,28 @@ const PUBLIC_DEVELOPMENT_VALUES: [(&str, &str); 2] = [
 
 /// Refuses a secret whose value is the repository's public development value, unless
 /// development mode is on.
-fn refuse_public_value(name: &str, value: &str, development: bool) -> Result<(), String> {
+fn refuse_public_value(
+    name: &'static str,
+    value: &str,
+    development: bool,
+) -> Result<(), PublicValue> {
     let public = PUBLIC_DEVELOPMENT_VALUES
         .iter()
         .any(|(n, v)| *n == name && *v == value);
     if public && !development {
-        return Err(format!(
-            "{name} is the development value published in the repository's .env, which \
-             anyone can read: set your own (e.g. {name}=$(openssl rand -hex 32)), or set \
-             AUTUMN_ENV=development to run the development stack as it is"
-        ));
+        return Err(PublicValue(name));
     }
     Ok(())
 }
+
+/// A secret set to the value the repository publishes.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "{0} is the development value published in the repository's .env, which anyone can \
+     read: set your own (e.g. {0}=$(openssl rand -hex 32)), or set AUTUMN_ENV=development to \
+     run the development stack as it is"
+)]
+struct PublicValue(&'static str);
 
 pub async fn run(settings: Settings, args: ServeArgs) -> ExitCode {
     let development = std::env::var("AUTUMN_ENV").as_deref() == Ok("development");

@@ -7,9 +7,9 @@ use std::process::ExitCode;
 
 use serde_json::json;
 
+use super::control::{self, ControlUnreachable};
 use super::exit::EXIT_CONFIG;
 use crate::configuration::Settings;
-use super::control::{self, ControlUnreachable};
 use crate::sharding::slot_map::{self, CompactError, SlotOwners};
 use crate::sharding::slot_range::SlotRanges;
 use crate::sharding::topology::Topology;

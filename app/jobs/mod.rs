@@ -24,10 +24,7 @@ pub enum JobParseError {
     #[error("{kind} job: payload has no text field {field:?}")]
     MissingField { kind: String, field: &'static str },
     #[error("{kind} job: tenant: {source}")]
-    Tenant {
-        kind: String,
-        source: TenantIdError,
-    },
+    Tenant { kind: String, source: TenantIdError },
     #[error("unknown job kind {0:?} (known: {REINDEX_TENANT}, {REINDEX_SHARD})")]
     UnknownKind(String),
 }

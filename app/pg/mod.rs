@@ -8,11 +8,13 @@
 //!   bounded end to end;
 //! - [`listener`]: a LISTEN session that reconnects and says when it may have missed a
 //!   notification;
+//! - [`bounded`]: one piece of work on a server under one time bound;
 //! - [`answer_cache`]: a small cache of answers with a time to live;
 //! - [`health`]: probes that a server answers, has the role expected and the migrations
 //!   this build embeds.
 
 pub mod answer_cache;
+pub mod bounded;
 pub mod breaker;
 pub mod control;
 pub mod db_url;

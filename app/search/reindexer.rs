@@ -188,7 +188,7 @@ async fn serve(
     session: &mut ListeningSession,
     options: ReindexOptions,
     state: &ShardIndexState,
-) -> String {
+) -> tokio_postgres::Error {
     let mut complained = false;
     loop {
         let next = match step(session, options, state).await {
@@ -224,19 +224,17 @@ async fn step(
     session: &mut ListeningSession,
     options: ReindexOptions,
     state: &ShardIndexState,
-) -> Result<Next, String> {
+) -> Result<Next, tokio_postgres::Error> {
     let client = &session.client;
     if !state.leader.load(Ordering::Relaxed) {
         let won: bool = client
             .query_one("SELECT pg_try_advisory_lock($1)", &[&LEADER_LOCK])
-            .await
-            .map_err(|e| e.to_string())?
+            .await?
             .get(0);
         if won {
             client
                 .batch_execute(&format!("LISTEN {WAKEUP_CHANNEL}"))
-                .await
-                .map_err(|e| e.to_string())?;
+                .await?;
             state.leader.store(true, Ordering::Relaxed);
             tracing::info!("reindexer: this process now leads its shard's indexing");
         }
@@ -254,8 +252,7 @@ async fn step(
                  SELECT EXISTS (SELECT 1 FROM search_pending)",
                 &[],
             )
-            .await
-            .map_err(|e| e.to_string())?
+            .await?
             .get(0);
         if pending {
             Next::Pause(Duration::ZERO)
@@ -285,15 +282,14 @@ async fn drain(
     client: &Client,
     options: ReindexOptions,
     state: &ShardIndexState,
-) -> Result<bool, String> {
+) -> Result<bool, tokio_postgres::Error> {
     let started = Instant::now();
     let rest = (1.0 - options.duty) / options.duty;
     loop {
         let batch = Instant::now();
         let n: i32 = client
             .query_one("SELECT search_index_batch($1)", &[&options.batch_size])
-            .await
-            .map_err(|e| e.to_string())?
+            .await?
             .get(0);
         state.indexed.fetch_add(n as u64, Ordering::Relaxed);
         if n < options.batch_size {
@@ -315,15 +311,14 @@ const ANALYZE_FROM: i64 = 1000;
 /// row (the list's "waits for the index" check) takes hundreds of milliseconds once it holds
 /// 100 000 markers, until autovacuum's own analyze, up to a minute later. An `ANALYZE`
 /// invalidates those plans everywhere at once.
-async fn observe(client: &Client, state: &ShardIndexState) -> Result<(), String> {
+async fn observe(client: &Client, state: &ShardIndexState) -> Result<(), tokio_postgres::Error> {
     let row = client
         .query_one(
             "SELECT count(*), COALESCE(EXTRACT(EPOCH FROM now() - min(since)) * 1000, 0)::float8 \
              FROM search_pending",
             &[],
         )
-        .await
-        .map_err(|e| e.to_string())?;
+        .await?;
     let pending: i64 = row.get(0);
     state.pending.store(pending, Ordering::Relaxed);
     state
@@ -334,10 +329,7 @@ async fn observe(client: &Client, state: &ShardIndexState) -> Result<(), String>
         return Ok(());
     }
     if pending >= ANALYZE_FROM && pending >= 4 * analyzed_at {
-        client
-            .batch_execute("ANALYZE search_pending")
-            .await
-            .map_err(|e| e.to_string())?;
+        client.batch_execute("ANALYZE search_pending").await?;
         state.analyzed_at.store(pending, Ordering::Relaxed);
         tracing::info!(
             pending,

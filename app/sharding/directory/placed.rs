@@ -9,16 +9,26 @@ use std::time::Duration;
 use diesel::sql_types::Text;
 use diesel_async::{AsyncConnection, RunQueryDsl};
 
+use crate::pg::bounded::{ServerError, within};
 use crate::sharding::shard_set::ShardSet;
 
+/// Why a shard's copy of placement was not changed.
+#[derive(Debug, thiserror::Error)]
+pub enum PlacedError {
+    #[error("shard {0:?} is not configured")]
+    UnknownShard(String),
+    #[error("shard {shard}: {cause}")]
+    Shard { shard: String, cause: ServerError },
+}
+
 /// Lets `shard` accept `tenant`'s writes whatever its slot's guard says.
-pub async fn place(shards: &ShardSet, shard: &str, tenant: &str) -> Result<(), String> {
+pub async fn place(shards: &ShardSet, shard: &str, tenant: &str) -> Result<(), PlacedError> {
     on_shard(shards, shard, tenant, true).await
 }
 
 /// Takes that exception away again. Waits for the shard's in-flight writes (the slot
 /// guard's lock), so none that passed on the exception commits after it is gone.
-pub async fn unplace(shards: &ShardSet, shard: &str, tenant: &str) -> Result<(), String> {
+pub async fn unplace(shards: &ShardSet, shard: &str, tenant: &str) -> Result<(), PlacedError> {
     on_shard(shards, shard, tenant, false).await
 }
 
@@ -27,18 +37,14 @@ async fn on_shard(
     shard: &str,
     tenant: &str,
     placed: bool,
-) -> Result<(), String> {
+) -> Result<(), PlacedError> {
     let target = shards
         .by_name(shard)
-        .ok_or_else(|| format!("shard {shard:?} is not configured"))?;
+        .ok_or_else(|| PlacedError::UnknownShard(shard.to_owned()))?;
     let limit: Duration = shards.topology().acquire_timeout + shards.topology().query_timeout;
     let tenant = tenant.to_owned();
     let work = async {
-        let mut conn = target
-            .primary_pool()
-            .get()
-            .await
-            .map_err(|e| e.to_string())?;
+        let mut conn = target.primary_pool().get().await?;
         conn.transaction(async |c| {
             if placed {
                 diesel::sql_query(
@@ -62,11 +68,13 @@ async fn on_shard(
             }
             Ok::<_, diesel::result::Error>(())
         })
-        .await
-        .map_err(|e| e.to_string())
+        .await?;
+        Ok(())
     };
-    tokio::time::timeout(limit, work)
+    within(limit, work)
         .await
-        .unwrap_or_else(|_| Err(format!("no answer within {limit:?}")))
-        .map_err(|cause| format!("shard {shard}: {cause}"))
+        .map_err(|cause| PlacedError::Shard {
+            shard: shard.to_owned(),
+            cause,
+        })
 }

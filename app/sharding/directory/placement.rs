@@ -3,11 +3,11 @@
 //! the only shard holding its rows is refused unless forced (`move_slot` moves rows).
 //! The CLI and the admin page both place tenants through here.
 
-use std::time::Duration;
-
 use diesel_async::AsyncPgConnection;
 
-use super::{placed, table};
+use super::placed::{self, PlacedError};
+use super::table;
+use crate::pg::bounded::{ServerError, within};
 use crate::pg::pool::{PgConn, PgPool};
 use crate::sharding::router::{PinRouter, RouteVia};
 use crate::sharding::shard_set::ShardSet;
@@ -337,10 +337,10 @@ impl Placer<'_> {
             .map_err(|e| PlacementError::Control(e.to_string()))
     }
 
-    fn placed(&self, outcome: Result<(), String>, tenant: &str) -> Result<(), PlacementError> {
+    fn placed(&self, outcome: Result<(), PlacedError>, tenant: &str) -> Result<(), PlacementError> {
         outcome.map_err(|cause| PlacementError::Placed {
             tenant: tenant.to_owned(),
-            cause,
+            cause: cause.to_string(),
         })
     }
 
@@ -419,29 +419,23 @@ impl Placer<'_> {
             .by_name(shard_name)
             .ok_or_else(|| fail("not configured".to_owned()))?;
         let count = async {
-            let mut conn = shard
-                .primary_pool()
-                .get()
-                .await
-                .map_err(|e| e.to_string())?;
-            tenant_rows::count(&mut conn, self.tables, tenant)
-                .await
-                .map_err(|e| e.to_string())
+            let mut conn = shard.primary_pool().get().await?;
+            Ok(tenant_rows::count(&mut conn, self.tables, tenant).await?)
         };
-        self.bounded(count).await.map_err(fail)
+        self.bounded(count).await.map_err(|e| fail(e.to_string()))
     }
 
     async fn control_conn(&self) -> Result<PgConn, PlacementError> {
-        self.bounded(async { self.control.get().await.map_err(|e| e.to_string()) })
+        self.bounded(async { Ok(self.control.get().await?) })
             .await
-            .map_err(PlacementError::Control)
+            .map_err(|e| PlacementError::Control(e.to_string()))
     }
 
-    async fn bounded<T>(&self, work: impl Future<Output = Result<T, String>>) -> Result<T, String> {
-        let limit: Duration = self.shards.topology().acquire_timeout;
-        tokio::time::timeout(limit, work)
-            .await
-            .unwrap_or_else(|_| Err(format!("no answer within {limit:?}")))
+    async fn bounded<T>(
+        &self,
+        work: impl Future<Output = Result<T, ServerError>>,
+    ) -> Result<T, ServerError> {
+        within(self.shards.topology().acquire_timeout, work).await
     }
 
     fn require_directory(&self) -> Result<(), PlacementError> {

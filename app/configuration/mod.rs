@@ -6,16 +6,18 @@
 //! Overlaying by array position is why this is not done by a generic layering crate: they
 //! replace arrays wholesale rather than merging `shards[i]` field by field.
 
+mod database;
+mod env;
+
 use std::fmt;
 use std::path::Path;
 
 use serde::Deserialize;
-use toml::{Table, Value};
+use toml::Table;
 
 use crate::sharding::Topology;
-use crate::sharding::topology::{RawDatabase, RawSharding};
+use database::{RawDatabase, RawSharding};
 
-const ENV_PREFIX: &str = "AUTUMN_";
 pub const DEFAULT_CONFIG_PATH: &str = "autumn.toml";
 pub const DEFAULT_TENANT_HEADER: &str = "X-Tenant-Id";
 
@@ -163,12 +165,12 @@ impl Settings {
             .map_err(|e: toml::de::Error| fail(vec![format!("not valid TOML: {}", e.message())]))?;
         let mut env: Vec<(String, String)> = env.into_iter().collect();
         env.sort();
-        let problems = overlay_env(&mut tree, &env);
+        let problems = env::overlay_env(&mut tree, &env);
         if !problems.is_empty() {
             return Err(fail(problems));
         }
         let raw: RawSettings =
-            serde_path_to_error::deserialize(Value::Table(tree)).map_err(|e| {
+            serde_path_to_error::deserialize(toml::Value::Table(tree)).map_err(|e| {
                 // The inner message repeats the path on extra lines; the first line says it all.
                 let inner = e.inner().to_string();
                 let first = inner.lines().next().unwrap_or_default().to_owned();
@@ -181,7 +183,7 @@ impl Settings {
         let mut problems = Vec::new();
         let tenancy = validate_tenancy(&raw.tenancy, &mut problems);
         let topology = match raw.database {
-            Some(db) => Topology::from_raw(&db, &raw.sharding)
+            Some(db) => database::topology(&db, &raw.sharding)
                 .map_err(|p| problems.extend(p))
                 .ok(),
             None => {
@@ -255,114 +257,5 @@ fn validate_tenancy(raw: &RawTenancy, problems: &mut Vec<String>) -> TenancySett
         ),
         session_ttl: std::time::Duration::from_secs(session_ttl_minutes * 60),
         secure_cookies: raw.secure_cookies.unwrap_or(false),
-    }
-}
-
-/// Lays `AUTUMN_SECTION__FIELD[__INDEX__FIELD]` variables over the TOML tree.
-/// Returns the problems found; each names the variable.
-fn overlay_env(tree: &mut Table, env: &[(String, String)]) -> Vec<String> {
-    let mut problems = Vec::new();
-    for (var, raw_value) in env {
-        let Some(rest) = var.strip_prefix(ENV_PREFIX) else {
-            continue;
-        };
-        let path: Vec<String> = rest.split("__").map(str::to_ascii_lowercase).collect();
-        // AUTUMN_CONFIG, AUTUMN_ENV and friends are not settings paths.
-        if path.len() < 2 {
-            continue;
-        }
-        if path[0] == "sharding" && path[1] == "pins" {
-            problems.push(format!(
-                "{var}: pins cannot be set from the environment (tenant ids are case-sensitive, \
-                 variable names are not); set them in [sharding.pins]"
-            ));
-            continue;
-        }
-        let leaf = path.last().expect("at least two segments");
-        let value = match typed_value(leaf, raw_value) {
-            Ok(v) => v,
-            Err(why) => {
-                problems.push(format!("{var}: {why}"));
-                continue;
-            }
-        };
-        if let Err(why) = set_path(tree, &path, value) {
-            problems.push(format!("{var}: {why}"));
-        }
-    }
-    problems
-}
-
-/// Environment values are text; fields that are numbers, booleans or lists are converted here.
-fn typed_value(field: &str, raw: &str) -> Result<Value, String> {
-    match field {
-        "slots" => Ok(Value::Array(
-            raw.split(',')
-                .map(str::trim)
-                .filter(|s| !s.is_empty())
-                .map(|s| Value::String(s.to_owned()))
-                .collect(),
-        )),
-        f if f.ends_with("pool_size") || f.ends_with("_ms") || f == "max_in_flight_per_tenant" => {
-            raw.trim()
-                .parse::<u32>()
-                .map(|n| Value::Integer(i64::from(n)))
-                .map_err(|_| format!("{raw:?} is not a whole number"))
-        }
-        "enabled" | "directory_router" => match raw.trim() {
-            "true" | "1" => Ok(Value::Boolean(true)),
-            "false" | "0" => Ok(Value::Boolean(false)),
-            _ => Err(format!("{raw:?} is not true or false")),
-        },
-        _ => Ok(Value::String(raw.to_owned())),
-    }
-}
-
-fn set_path(tree: &mut Table, path: &[String], value: Value) -> Result<(), String> {
-    let (leaf, parents) = path.split_last().expect("non-empty path");
-    let mut node: &mut Value = tree
-        .entry(parents[0].clone())
-        .or_insert_with(|| empty_container_for(parents.get(1).unwrap_or(leaf)));
-    for (depth, segment) in parents.iter().enumerate().skip(1) {
-        let next = parents.get(depth + 1).unwrap_or(leaf);
-        node = step(node, segment, next)?;
-    }
-    match node {
-        Value::Table(t) => {
-            t.insert(leaf.clone(), value);
-            Ok(())
-        }
-        _ => Err(format!("{} is not a table", parents.join("."))),
-    }
-}
-
-/// Moves one segment down, creating what is missing. Numeric segments index arrays and
-/// grow them, so an override for a shard index past the file's list adds that shard.
-fn step<'a>(node: &'a mut Value, segment: &str, next: &str) -> Result<&'a mut Value, String> {
-    match node {
-        Value::Array(items) => {
-            let index: usize = segment
-                .parse()
-                .map_err(|_| format!("{segment:?} is not a list position"))?;
-            if index > 1024 {
-                return Err(format!("list position {index} is implausibly large"));
-            }
-            while items.len() <= index {
-                items.push(Value::Table(Table::new()));
-            }
-            Ok(&mut items[index])
-        }
-        Value::Table(t) => Ok(t
-            .entry(segment.to_owned())
-            .or_insert_with(|| empty_container_for(next))),
-        _ => Err(format!("{segment:?} is inside a value that is not a table")),
-    }
-}
-
-fn empty_container_for(next_segment: &str) -> Value {
-    if next_segment.bytes().all(|b| b.is_ascii_digit()) {
-        Value::Array(Vec::new())
-    } else {
-        Value::Table(Table::new())
     }
 }
