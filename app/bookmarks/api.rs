@@ -18,7 +18,7 @@ use super::store::{self, ListQuery, Listed, StoreError};
 use crate::sharding::access::Shards;
 use crate::web::error::ApiError;
 use crate::web::extract::{
-    ApiJson, ApiQuery, QueryFailure, ShardedDb, ShardedReadDb, Tenant, refuse_nul,
+    ApiJson, ApiQuery, QueryFailure, ShardedDb, ShardedReadDb, Tenant, WorkError, refuse_nul,
 };
 use crate::web::openapi::ErrorBody;
 
@@ -210,10 +210,19 @@ impl QueryFailure for StoreError {
         }
     }
 
-    fn into_api(self, classify: &dyn Fn(diesel::result::Error) -> ApiError) -> ApiError {
+    fn into_database_error(self) -> Result<diesel::result::Error, Self> {
         match self {
-            StoreError::Db(e) => classify(e),
+            StoreError::Db(e) => Ok(e),
+            own => Err(own),
+        }
+    }
+}
+
+impl WorkError for StoreError {
+    fn into_api(self) -> ApiError {
+        match self {
             StoreError::Duplicate { existing } => BookmarkError::DuplicateUrl { existing }.into(),
+            StoreError::Db(e) => e.into_api(),
         }
     }
 }

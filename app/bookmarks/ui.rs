@@ -310,11 +310,13 @@ fn duplicate_apart<T>(
 }
 
 /// A write's outcome for a form: saved, or why not.
-fn saved<T>(outcome: Result<Result<T, BookmarkError>, ApiError>) -> Result<T, FormFailure> {
+fn saved<T, E: Into<ApiError>>(
+    outcome: Result<Result<T, BookmarkError>, E>,
+) -> Result<T, FormFailure> {
     match outcome {
         Ok(Ok(value)) => Ok(value),
         Ok(Err(e)) => Err(FormFailure::Bookmark(e)),
-        Err(e) => Err(FormFailure::Other(e)),
+        Err(e) => Err(FormFailure::Other(e.into())),
     }
 }
 

@@ -11,6 +11,7 @@ use serde_json::{Value, json};
 
 use crate::search;
 use crate::sharding::access::{ShardError, Shards};
+use crate::sharding::session::{Primary, SessionError};
 use crate::tenancy::{TenantId, TenantIdError};
 
 pub const REINDEX_TENANT: &str = "reindex_tenant";
@@ -97,14 +98,20 @@ impl Job {
     pub async fn run(&self, shards: &Shards) -> Result<Value, JobError> {
         match self {
             Job::ReindexTenant { tenant } => {
-                let mut conn = shards.db_for(tenant.as_str()).await?;
-                let documents = search::reindex_tenant(conn.raw(), tenant.as_str())
-                    .await
-                    .map_err(|source| JobError::Query {
-                        shard: conn.name.to_string(),
+                // A tenant session, as requests use: the job waits out a move's fence and
+                // follows a tenant that departed.
+                let mut session = shards.session::<Primary>(tenant.as_str(), None).await?;
+                let outcome = session
+                    .write(async |c| search::reindex_tenant(c, tenant.as_str()).await)
+                    .await;
+                let documents = outcome.map_err(|e| match e {
+                    SessionError::Shard(e) => JobError::Shard(e),
+                    SessionError::Work(source) => JobError::Query {
+                        shard: session.shard().to_owned(),
                         source,
-                    })?;
-                Ok(json!({ "shard": conn.name.as_str(), "documents": documents }))
+                    },
+                })?;
+                Ok(json!({ "shard": session.shard(), "documents": documents }))
             }
             Job::ReindexShard { shard } => {
                 let mut conn = shards.db_on(shard).await?;

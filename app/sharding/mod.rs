@@ -14,7 +14,10 @@
 //! - [`replicas`], [`health`]: replica readiness and the probes behind it;
 //! - [`access`]: [`Shards`](access::Shards), what handlers and jobs reach shards through
 //!   (a router, the shard set and replica readiness together), and [`cross_shard`] for
-//!   tenant-free fan-out.
+//!   tenant-free fan-out;
+//! - [`session`]: a tenant's [`TenantSession`](session::TenantSession) with its shard, how
+//!   every caller's statements reach it: checkout, deadlines, waiting out a move's fence,
+//!   following a departed tenant.
 //!
 //! The generic Postgres plumbing every shard's servers use (pools, circuit breakers,
 //! statement deadlines, URLs, LISTEN sessions, probes) lives a layer below, in
@@ -38,6 +41,7 @@ pub mod health;
 pub mod move_wait;
 pub mod replicas;
 pub mod router;
+pub mod session;
 pub mod shard_name;
 pub mod shard_set;
 pub mod slot;

@@ -146,7 +146,9 @@ mod tests {
             .route(
                 "/waited",
                 get(|facts: axum::Extension<RequestFacts>| async move {
-                    facts.record_wait(std::time::Duration::from_millis(137));
+                    facts
+                        .observer()
+                        .waited(std::time::Duration::from_millis(137));
                     "written after the fence lifted"
                 }),
             )

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use axum::http::Extensions;
 
+use crate::sharding::session::SessionObserver;
 use crate::sharding::shard_name::ShardName;
 use crate::tenancy::TenantId;
 
@@ -25,7 +26,22 @@ struct Facts {
     waited: OnceLock<Duration>,
 }
 
+impl SessionObserver for Facts {
+    fn serving(&self, shard: &ShardName) {
+        *self.shard.lock().unwrap_or_else(|p| p.into_inner()) = Some(shard.clone());
+    }
+
+    fn waited(&self, waited: Duration) {
+        let _ = self.waited.set(waited);
+    }
+}
+
 impl RequestFacts {
+    /// What the request's tenant session tells about where it went.
+    pub fn observer(&self) -> Arc<dyn SessionObserver> {
+        self.0.clone()
+    }
+
     /// The request's facts, attached to it first if no outer layer has done so.
     pub fn of(request: &mut axum::extract::Request) -> Self {
         let extensions = request.extensions_mut();
@@ -47,19 +63,9 @@ impl RequestFacts {
         f(shard.as_ref().map(ShardName::as_str))
     }
 
-    /// The shard that serves the request (it changes when a write follows a move).
-    pub fn set_shard(&self, name: &ShardName) {
-        *self.0.shard.lock().unwrap_or_else(|p| p.into_inner()) = Some(name.clone());
-    }
-
     /// How long the request waited out a move, if it did.
     pub fn waited(&self) -> Option<Duration> {
         self.0.waited.get().copied()
-    }
-
-    /// The request's write waited `waited` for a move's fence to lift.
-    pub fn record_wait(&self, waited: Duration) {
-        let _ = self.0.waited.set(waited);
     }
 }
 

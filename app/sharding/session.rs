@@ -1,0 +1,278 @@
+//! A tenant's session with its shard: how every statement of one tenant reaches the shard
+//! that holds it, whoever sends it (an HTTP handler, a job, the admin page).
+//!
+//! The session is routed when it is made and checks a connection out only when its first
+//! statement runs. Statements run under the shard's query deadline. A database error is
+//! classified here, once for every caller: a lost connection, a tenant fenced by a move
+//! (the write waits for the fence to lift, then goes where the tenant routes by then), a
+//! tenant that departed (the write follows it to the shard the refusal names, and a stale
+//! route is forgotten). What the work's own error type says stays the caller's.
+
+use std::marker::PhantomData;
+use std::sync::Arc;
+use std::time::Duration;
+
+use diesel_async::{AsyncConnection, AsyncPgConnection};
+use futures::future::BoxFuture;
+
+use super::access::{Intent, ShardConn, ShardError, Shards};
+use super::shard_name::ShardName;
+use super::shard_set::ShardId;
+
+/// A session on the tenant's shard. `M` says which server: [`Primary`] or
+/// [`ReplicaAware`]. There are no cross-shard transactions: a transaction opened inside a
+/// statement's work runs on this one shard.
+pub struct TenantSession<M> {
+    /// Checked out on first use.
+    inner: Option<ShardConn>,
+    shard: ShardId,
+    name: ShardName,
+    /// To check out, and to forget the tenant's route when its shard says it has moved.
+    shards: Shards,
+    /// The tenant's routing key.
+    tenant: Box<str>,
+    /// Told which shard serves the session and how long a write waited (a request's
+    /// facts); none outside a request.
+    observer: Option<Arc<dyn SessionObserver>>,
+    mode: PhantomData<M>,
+}
+
+/// Who wants to know where a session's statements went: the HTTP layer labels its logs,
+/// metrics and `X-Shard` header with it.
+pub trait SessionObserver: Send + Sync {
+    /// The session's statements go to `shard` from now on.
+    fn serving(&self, shard: &ShardName);
+    /// A write waited `waited` for a move's fence to lift.
+    fn waited(&self, waited: Duration);
+}
+
+/// Marker: check out the shard primary, for every write and for reads that must show the
+/// tenant's own latest writes.
+pub struct Primary;
+/// Marker: the shard's replica when it is ready, else per `replica_fallback`. Replicas lag.
+pub struct ReplicaAware;
+
+/// Which server a [`TenantSession`] checks out.
+pub trait ConnectionMode: Send + Sync + 'static {
+    const READ: bool;
+}
+
+impl ConnectionMode for Primary {
+    const READ: bool = false;
+}
+
+impl ConnectionMode for ReplicaAware {
+    const READ: bool = true;
+}
+
+/// A work's error that may carry a database error, which only the session can classify
+/// (lost connection, tenant moved, …).
+pub trait QueryFailure: Sized {
+    /// The database error inside, if there is one (the connection is asked whether it
+    /// survived it before it is classified).
+    fn database_error(&self) -> Option<&diesel::result::Error>;
+    /// The database error for the session to classify, or the work's own error as it is.
+    fn into_database_error(self) -> Result<diesel::result::Error, Self>;
+}
+
+impl QueryFailure for diesel::result::Error {
+    fn database_error(&self) -> Option<&diesel::result::Error> {
+        Some(self)
+    }
+
+    fn into_database_error(self) -> Result<diesel::result::Error, Self> {
+        Ok(self)
+    }
+}
+
+/// Why a session's work did not succeed: the shard's failure (classified), or the work's
+/// own error.
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError<E> {
+    #[error(transparent)]
+    Shard(#[from] ShardError),
+    #[error(transparent)]
+    Work(E),
+}
+
+impl Shards {
+    /// A session for the tenant whose routing key is `tenant`, routed now; `observer`
+    /// hears where it goes.
+    pub async fn session<M: ConnectionMode>(
+        &self,
+        tenant: &str,
+        observer: Option<Arc<dyn SessionObserver>>,
+    ) -> Result<TenantSession<M>, ShardError> {
+        let route = self.route(tenant).await?;
+        let name = self.set().get(route.shard).spec().name.clone();
+        if let Some(observer) = &observer {
+            observer.serving(&name);
+        }
+        Ok(TenantSession {
+            inner: None,
+            shard: route.shard,
+            name,
+            shards: self.clone(),
+            tenant: tenant.into(),
+            observer,
+            mode: PhantomData,
+        })
+    }
+}
+
+impl<M: ConnectionMode> TenantSession<M> {
+    pub fn shard(&self) -> &str {
+        self.name.as_str()
+    }
+
+    /// True when a replica-aware read landed on the replica.
+    pub fn on_replica(&self) -> bool {
+        self.inner.as_ref().is_some_and(|c| c.on_replica)
+    }
+
+    /// The connection, checked out now if this is the first statement.
+    async fn conn(&mut self) -> Result<&mut ShardConn, ShardError> {
+        if self.inner.is_none() {
+            let shard = self.shards.set().get(self.shard);
+            let conn = if M::READ {
+                self.shards.read(shard).await?
+            } else {
+                self.shards.primary(shard).await?
+            };
+            self.inner = Some(conn);
+        }
+        Ok(self.inner.as_mut().expect("checked out above"))
+    }
+
+    /// Runs statements that change nothing, within the shard's query deadline. A read that
+    /// a silent replica left unanswered is retried once, by the shard's read path again:
+    /// the replica's breaker is open by then, so the retry goes where `replica_fallback`
+    /// says.
+    pub async fn read<T, E: QueryFailure>(
+        &mut self,
+        work: impl AsyncFnOnce(&mut AsyncPgConnection) -> Result<T, E> + Clone,
+    ) -> Result<T, SessionError<E>> {
+        match self.run(Intent::Read, work.clone()).await {
+            Err(SessionError::Shard(ShardError::Timeout { .. })) if self.on_replica() => {
+                // Dropping the cut-off connection discards it; the next checkout takes the
+                // read path again.
+                self.inner = None;
+                self.run(Intent::Read, work).await
+            }
+            outcome => outcome,
+        }
+    }
+
+    /// Runs statements that may change data, within the shard's query deadline. If the
+    /// shard goes silent after a statement was sent, the answer says the outcome is unknown
+    /// rather than guessing.
+    ///
+    /// `work` is one statement or one transaction: a move's guard refuses it before it
+    /// commits, so it may be sent again. A write refused because its tenant is fenced
+    /// waits for the fence to lift (bounded by `[sharding] move_wait_ms`) and goes where
+    /// the tenant routes by then; one refused as departed goes once, at once, to the shard
+    /// the refusal names (see [`super::move_wait`]).
+    pub async fn write<T, E: QueryFailure>(
+        &mut self,
+        work: impl AsyncFnOnce(&mut AsyncPgConnection) -> Result<T, E> + Clone,
+    ) -> Result<T, SessionError<E>> {
+        let shards = self.shards.clone();
+        let changes = shards.set().route_changes().clone();
+        let mut wait = shards.move_waits().begin();
+        let outcome = loop {
+            // Enabled before the write is sent: a re-pin announced while it is refused
+            // still wakes the wait below.
+            let mut change = std::pin::pin!(changes.next());
+            change.as_mut().enable();
+            let refusal = match self.run(Intent::Write, work.clone()).await {
+                Err(SessionError::Shard(refusal @ ShardError::TenantMoving { .. })) => refusal,
+                Err(SessionError::Shard(ShardError::TenantMoved { shard, to }))
+                    if wait.departed().is_ok() =>
+                {
+                    match shards.set().by_name(&to) {
+                        Some(next) => {
+                            self.switch_to(next.id());
+                            continue;
+                        }
+                        None => break Err(ShardError::TenantMoved { shard, to }.into()),
+                    }
+                }
+                outcome => break outcome,
+            };
+            // Waiting holds no connection: the pool serves the shard's other tenants.
+            self.inner = None;
+            if wait.fenced(change).await.is_err() {
+                break Err(refusal.into());
+            }
+            match shards.route(&*self.tenant).await {
+                Ok(route) => self.switch_to(route.shard),
+                Err(e) => break Err(e.into()),
+            }
+        };
+        if let Some(observer) = &self.observer
+            && !wait.waited().is_zero()
+        {
+            observer.waited(wait.waited());
+        }
+        outcome
+    }
+
+    /// Sends the next statement to `shard` (a move changed the tenant's shard).
+    fn switch_to(&mut self, shard: ShardId) {
+        if shard == self.shard {
+            return;
+        }
+        self.inner = None;
+        self.shard = shard;
+        self.name = self.shards.set().get(shard).spec().name.clone();
+        if let Some(observer) = &self.observer {
+            observer.serving(&self.name);
+        }
+    }
+
+    /// Runs `work` as one transaction on this shard (there are no cross-shard
+    /// transactions): committed if it returns `Ok`, rolled back otherwise. A write, within
+    /// the query deadline.
+    pub async fn tx<T, E, F>(&mut self, work: F) -> Result<T, SessionError<E>>
+    where
+        F: for<'c> FnOnce(&'c mut AsyncPgConnection) -> BoxFuture<'c, Result<T, E>> + Send + Clone,
+        T: Send,
+        E: QueryFailure + From<diesel::result::Error> + Send,
+    {
+        self.write(async move |c| c.transaction(async move |c| work(c).await).await)
+            .await
+    }
+
+    async fn run<T, E: QueryFailure>(
+        &mut self,
+        intent: Intent,
+        work: impl AsyncFnOnce(&mut AsyncPgConnection) -> Result<T, E>,
+    ) -> Result<T, SessionError<E>> {
+        let conn = self.conn().await?;
+        match conn.within(intent, work).await {
+            Ok(Ok(value)) => Ok(value),
+            Ok(Err(e)) => {
+                let lost = match e.database_error() {
+                    Some(db) => conn.lost_after(db).await,
+                    None => false,
+                };
+                match e.into_database_error() {
+                    Ok(db) => Err(self.classify(intent, db, lost).into()),
+                    Err(own) => Err(SessionError::Work(own)),
+                }
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Maps a database error, naming this shard if the connection was lost. When the shard
+    /// says the tenant has moved (this process routed by a stale cache entry), the route is
+    /// forgotten so that the client's retry goes to the new shard.
+    fn classify(&self, intent: Intent, e: diesel::result::Error, lost: bool) -> ShardError {
+        let e = ShardError::from_query(self.name.as_str(), intent, e, lost);
+        if let ShardError::TenantMoved { .. } = e {
+            self.shards.forget(&self.tenant);
+        }
+        e
+    }
+}
