@@ -1,6 +1,6 @@
 //! The `move_slot` binary: online tenant moves between shards. All logic is in the library
-//! (`app/moves/`).
+//! (`app/cli/move_slot.rs`, `app/moves/`).
 
 fn main() -> std::process::ExitCode {
-    bookmarks_sharded::moves::cli::main()
+    bookmarks_sharded::cli::move_slot::main()
 }

@@ -1,4 +1,5 @@
-//! The `bookmarks` command line. `bin/bookmarks.rs` only calls [`main`].
+//! The `bookmarks` command line (`bin/bookmarks.rs` only calls [`main`]), and `move_slot`'s
+//! ([`move_slot::main`]).
 //!
 //! Every subcommand takes `--config PATH` (else `AUTUMN_CONFIG`, else `./autumn.toml`).
 //! Exit codes: 0 success, 1 runtime failure, 2 bad configuration or arguments.
@@ -9,6 +10,7 @@ mod exit;
 mod jobs;
 mod keys;
 mod migrate;
+pub mod move_slot;
 pub mod openapi;
 mod placement;
 mod route;

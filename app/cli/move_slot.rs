@@ -1,4 +1,6 @@
-//! The `move_slot` command line. `bin/move_slot.rs` only calls [`main`].
+//! The `move_slot` command line: the mover's operator commands, beside `bookmarks`'s own.
+//! `bin/move_slot.rs` only calls [`main`]. It hands the mover the tenant tables, as the
+//! other assembled commands hand the app its features.
 //!
 //! Exit codes: 0 success, 1 a step failed (the move's state says where it stopped),
 //! 2 bad arguments or a refused step (nothing was changed). Results are JSON lines on
@@ -9,19 +11,16 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
-use super::context::FenceOptions;
-use super::error::MoveError;
-use super::mover::Mover;
-use super::plan::TenantSelection;
-use super::record::{MoveRecord, Step};
-use super::transfer::DeletePacing;
 use crate::bookmarks::TENANT_TABLES;
 use crate::configuration::{ConfigPath, Settings};
+use crate::moves::plan::TenantSelection;
+use crate::moves::{DeletePacing, FenceOptions, MoveError, MoveRecord, Mover, Step};
 use crate::sharding::SLOT_COUNT;
 use crate::sharding::slot_range::SlotRanges;
 use crate::tenancy::TenantId;
 
-const EXIT_REFUSED: u8 = 2;
+/// A refused step changed nothing, as bad arguments do.
+const EXIT_REFUSED: u8 = super::exit::EXIT_CONFIG;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -209,34 +208,21 @@ impl Target {
 
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    let settings = match Settings::load(&cli.config.path) {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return ExitCode::from(EXIT_REFUSED);
-        }
-    };
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("error: cannot start the async runtime: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    match runtime.block_on(run(&settings, cli.command)) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("error: {}", explain(&e));
-            if e.is_refusal() {
-                ExitCode::from(EXIT_REFUSED)
-            } else {
-                ExitCode::FAILURE
+    super::with_settings(&cli.config.path, |settings| {
+        super::block_on(false, async {
+            match run(settings, cli.command).await {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("error: {}", explain(&e));
+                    if e.is_refusal() {
+                        ExitCode::from(EXIT_REFUSED)
+                    } else {
+                        ExitCode::FAILURE
+                    }
+                }
             }
-        }
-    }
+        })
+    })
 }
 
 /// What went wrong and, for a refusal, what to run instead.

@@ -16,7 +16,7 @@
 //!   snapshot ([`checksum`]), so the fence does not grow with the tenant. Re-pin: the
 //!   directory says "destination", the
 //!   source says "departed". Delete: only after every process's directory cache has had
-//!   time to expire. One file per step under `steps/`; [`record`] says which step may run
+//!   time to expire. One file per step under `steps/`; [`state`] says which step may run
 //!   in which state.
 //!
 //! A routing cache therefore only decides where a write is *tried*: the source refuses it
@@ -31,7 +31,6 @@
 //! This module knows tables only as [`TenantTable`](crate::sharding::tenant_rows::TenantTable)s.
 
 pub mod checksum;
-pub mod cli;
 mod conn;
 mod context;
 pub mod error;
@@ -42,6 +41,7 @@ pub mod progress;
 pub mod record;
 pub mod scope;
 pub mod slot_guard;
+pub mod state;
 mod steps;
 pub mod tenant_guard;
 pub mod transfer;
@@ -49,5 +49,6 @@ pub mod transfer;
 pub use context::FenceOptions;
 pub use error::MoveError;
 pub use mover::Mover;
-pub use record::{MoveRecord, MoveState, Step};
+pub use record::MoveRecord;
+pub use state::{MoveState, Step};
 pub use transfer::DeletePacing;

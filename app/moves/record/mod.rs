@@ -1,174 +1,24 @@
 //! A move as the control database's `tenant_moves` row records it: which tenants go where,
-//! how far the move got, and what it counted. Also the one table of which step may run in
-//! which state ([`MoveState::next_step`]), and every statement on `tenant_moves` and
+//! how far the move got, and what it counted; and every statement on `tenant_moves` and
 //! `tenant_move_members`: `move_slot` and the admin page both read moves through here.
+//! Which step may run in which state is [`super::state`]'s alone.
 
 use std::collections::BTreeMap;
-use std::fmt;
-use std::str::FromStr;
 
 use chrono::{DateTime, Utc};
 use diesel::QueryableByName;
 use diesel::pg::Pg;
 use diesel::sql_types::{Array, BigInt, Bool, Double, Integer, Nullable, Text, Timestamptz};
-use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
-use serde::Serialize;
+use diesel_async::{AsyncPgConnection, RunQueryDsl};
 use serde_json::{Value, json};
 
+mod create;
+
+pub use super::state::{MoveState, Step};
+use crate::sharding::SlotRange;
 use crate::sharding::directory::placement::range_move_covering;
 use crate::sharding::slot_range::{SlotRanges, ranges_text};
-use crate::sharding::{ShardKey, SlotRange};
-
-/// Where a move stands. The happy path runs top to bottom; `Aborted` ends it anywhere
-/// before `Done`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum MoveState {
-    /// Recorded; nothing touched on the shards yet.
-    Planned,
-    /// Capture is on and the bulk copy is running (or was killed).
-    Copying,
-    /// Bulk copy and catch-up done; the tenant is still written on the source.
-    Copied,
-    /// The source refuses the tenant's writes; the final copy and verification run.
-    Fenced,
-    /// Both shards hold the same rows; still fenced.
-    Verified,
-    /// The directory routes to the destination; the source says "departed".
-    Repinned,
-    /// The source rows are deleted.
-    Done,
-    Aborted,
-}
-
-/// The steps of a move, in the order they run.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Step {
-    Copy,
-    Verify,
-    Repin,
-    Delete,
-}
-
-/// Whether a step may run on a move in a given state.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum StepCheck {
-    /// The step is what the move needs next.
-    Run,
-    /// The move is past this step already; running it again changes nothing.
-    AlreadyDone,
-    /// The move is not ready for this step, or has ended without it.
-    OutOfOrder,
-}
-
-impl MoveState {
-    pub const ALL: [MoveState; 8] = [
-        MoveState::Planned,
-        MoveState::Copying,
-        MoveState::Copied,
-        MoveState::Fenced,
-        MoveState::Verified,
-        MoveState::Repinned,
-        MoveState::Done,
-        MoveState::Aborted,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            MoveState::Planned => "planned",
-            MoveState::Copying => "copying",
-            MoveState::Copied => "copied",
-            MoveState::Fenced => "fenced",
-            MoveState::Verified => "verified",
-            MoveState::Repinned => "repinned",
-            MoveState::Done => "done",
-            MoveState::Aborted => "aborted",
-        }
-    }
-
-    pub fn is_finished(self) -> bool {
-        matches!(self, MoveState::Done | MoveState::Aborted)
-    }
-
-    /// The step a move in this state needs next; `None` once it has ended. This is the one
-    /// place that says which step follows which: the steps, their refusals and `run` /
-    /// `resume` all ask it.
-    pub fn next_step(self) -> Option<Step> {
-        match self {
-            MoveState::Planned | MoveState::Copying => Some(Step::Copy),
-            MoveState::Copied | MoveState::Fenced => Some(Step::Verify),
-            MoveState::Verified => Some(Step::Repin),
-            MoveState::Repinned => Some(Step::Delete),
-            MoveState::Done | MoveState::Aborted => None,
-        }
-    }
-
-    /// Whether `step` may run now: it is the next step, or one the move is already past
-    /// (deleting a done move counts as past), or neither.
-    pub fn check(self, step: Step) -> StepCheck {
-        match self.next_step() {
-            Some(next) if next == step => StepCheck::Run,
-            Some(next) if next > step => StepCheck::AlreadyDone,
-            None if self == MoveState::Done && step == Step::Delete => StepCheck::AlreadyDone,
-            _ => StepCheck::OutOfOrder,
-        }
-    }
-}
-
-impl Step {
-    pub const ALL: [Step; 4] = [Step::Copy, Step::Verify, Step::Repin, Step::Delete];
-
-    /// The `move_slot` subcommand that runs it.
-    pub fn command(self) -> &'static str {
-        match self {
-            Step::Copy => "copy",
-            Step::Verify => "verify",
-            Step::Repin => "repin",
-            Step::Delete => "delete",
-        }
-    }
-
-    /// The states in which it runs, in words (see [`MoveState::next_step`]).
-    pub fn needs(self) -> &'static str {
-        match self {
-            Step::Copy => "planned or copying",
-            Step::Verify => "copied",
-            Step::Repin => "verified",
-            Step::Delete => "re-pinned",
-        }
-    }
-
-    /// What running it again on a move already past it says.
-    pub fn already(self) -> &'static str {
-        match self {
-            Step::Copy => "already copied",
-            Step::Verify => "already verified",
-            Step::Repin => "already re-pinned",
-            Step::Delete => "already deleted",
-        }
-    }
-}
-
-impl fmt::Display for MoveState {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// A `tenant_moves.state` this build does not know.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown move state {0:?}")]
-pub struct UnknownMoveState(String);
-
-impl FromStr for MoveState {
-    type Err = UnknownMoveState;
-    fn from_str(s: &str) -> Result<Self, UnknownMoveState> {
-        MoveState::ALL
-            .into_iter()
-            .find(|state| state.as_str() == s)
-            .ok_or_else(|| UnknownMoveState(s.to_owned()))
-    }
-}
+pub use create::{CreateError, NewMove, create};
 
 /// One `tenant_moves` row.
 #[derive(Clone, Debug)]
@@ -208,7 +58,7 @@ pub enum RecordError {
 
 /// The row as it comes off the wire; [`MoveRecord`] is what it means.
 #[derive(QueryableByName)]
-struct MoveRow {
+pub(super) struct MoveRow {
     #[diesel(sql_type = BigInt)]
     id: i64,
     #[diesel(sql_type = Array<Text>)]
@@ -249,7 +99,7 @@ struct MoveRow {
     updated_at: DateTime<Utc>,
 }
 
-const COLUMNS: &str = "id, tenants, from_shard, to_shard, slot, slots, state, confirm, \
+pub(super) const COLUMNS: &str = "id, tenants, from_shard, to_shard, slot, slots, state, confirm, \
      previous::text AS previous, rows_copied, changes_applied, rows_verified, rows_deleted, \
      checksums::text AS checksums, fence_ms, last_error, created_at, repinned_at, updated_at";
 
@@ -351,166 +201,10 @@ impl MoveRecord {
     }
 }
 
-/// What a new move is.
-#[derive(Clone, Debug)]
-pub struct NewMove<'a> {
-    pub tenants: &'a [String],
-    pub from: &'a str,
-    pub to: &'a str,
-    pub slot: Option<u16>,
-    pub slots: Option<&'a [SlotRange]>,
-    pub confirm: bool,
-    pub previous: &'a BTreeMap<String, Option<String>>,
-}
-
-/// Why a move could not be recorded.
-#[derive(Debug, thiserror::Error)]
-pub enum CreateError {
-    /// A tenant is already in an unfinished move.
-    #[error("tenant {tenant} is already in move {move_id}")]
-    Busy { tenant: String, move_id: i64 },
-    /// A slot of a new range move is already being moved.
-    #[error("slot {slot} is already being moved by move {move_id}")]
-    SlotBusy { slot: u16, move_id: i64 },
-    #[error(transparent)]
-    Record(#[from] RecordError),
-}
-
-impl From<diesel::result::Error> for CreateError {
-    fn from(e: diesel::result::Error) -> Self {
-        CreateError::Record(RecordError::Db(e))
-    }
-}
-
 #[derive(QueryableByName)]
-struct Member {
-    #[diesel(sql_type = Text)]
-    tenant_key: String,
-    #[diesel(sql_type = BigInt)]
-    move_id: i64,
-}
-
-#[derive(QueryableByName)]
-struct Id {
+pub(super) struct Id {
     #[diesel(sql_type = BigInt)]
     id: i64,
-}
-
-/// Records a new move and its members, atomically: either every tenant joins it, or a
-/// tenant already in another unfinished move refuses it.
-pub async fn create(
-    control: &mut AsyncPgConnection,
-    new: &NewMove<'_>,
-) -> Result<MoveRecord, CreateError> {
-    let previous = serde_json::to_string(new.previous).expect("a map of strings serializes");
-    let tenants = new.tenants.to_vec();
-    let (from, to) = (new.from.to_owned(), new.to.to_owned());
-    let (slot, confirm) = (new.slot.map(i32::from), new.confirm);
-    let slots = new.slots.map(ranges_text);
-    let ranges = new.slots.map(<[SlotRange]>::to_vec);
-    control
-        .transaction(async move |tx| {
-            if let Some(ranges) = &ranges {
-                // Range moves are few: serialise their creation and look for an overlap.
-                diesel::sql_query("LOCK TABLE tenant_moves IN SHARE ROW EXCLUSIVE MODE")
-                    .execute(tx)
-                    .await?;
-                if let Some(busy) = overlapping(tx, ranges).await? {
-                    return Err(busy);
-                }
-            } else {
-                for tenant in &tenants {
-                    let slot = ShardKey::Str(tenant).slot().index();
-                    if let Some(other) = active_for_range_slot(tx, slot).await? {
-                        return Err(CreateError::SlotBusy {
-                            slot,
-                            move_id: other.id,
-                        });
-                    }
-                }
-            }
-            let busy: Vec<Member> = diesel::sql_query(
-                "SELECT tenant_key, move_id FROM tenant_move_members \
-                 WHERE tenant_key = ANY($1) ORDER BY tenant_key FOR UPDATE",
-            )
-            .bind::<Array<Text>, _>(&tenants)
-            .load(tx)
-            .await?;
-            if let Some(m) = busy.into_iter().next() {
-                return Err(CreateError::Busy {
-                    tenant: m.tenant_key,
-                    move_id: m.move_id,
-                });
-            }
-            let row: MoveRow = diesel::sql_query(format!(
-                "INSERT INTO tenant_moves (tenants, from_shard, to_shard, slot, slots, confirm, previous) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7::text::jsonb) RETURNING {COLUMNS}"
-            ))
-            .bind::<Array<Text>, _>(&tenants)
-            .bind::<Text, _>(&from)
-            .bind::<Text, _>(&to)
-            .bind::<Nullable<Integer>, _>(slot)
-            .bind::<Nullable<Text>, _>(&slots)
-            .bind::<Bool, _>(confirm)
-            .bind::<Text, _>(&previous)
-            .get_result(tx)
-            .await?;
-            let record = MoveRecord::try_from(row)?;
-            // A range move's tenants are whoever the slot map sends through its ranges
-            // (new ones too): the overlap checks cover them, not member rows.
-            let members: &[String] = if ranges.is_some() { &[] } else { &tenants };
-            for tenant in members {
-                // A concurrent create of the same tenant fails here on the primary key.
-                let inserted = diesel::sql_query(
-                    "INSERT INTO tenant_move_members (tenant_key, move_id) VALUES ($1, $2) \
-                     ON CONFLICT (tenant_key) DO NOTHING",
-                )
-                .bind::<Text, _>(tenant)
-                .bind::<BigInt, _>(record.id)
-                .execute(tx)
-                .await?;
-                if inserted == 0 {
-                    let other: Member = diesel::sql_query(
-                        "SELECT tenant_key, move_id FROM tenant_move_members WHERE tenant_key = $1",
-                    )
-                    .bind::<Text, _>(tenant)
-                    .get_result(tx)
-                    .await?;
-                    return Err(CreateError::Busy {
-                        tenant: other.tenant_key,
-                        move_id: other.move_id,
-                    });
-                }
-            }
-            Ok(record)
-        })
-        .await
-}
-
-/// An unfinished move that a range move of `ranges` would collide with: another range
-/// move over any of its slots, or a tenant move of a tenant hashing into them.
-async fn overlapping(
-    tx: &mut AsyncPgConnection,
-    ranges: &[SlotRange],
-) -> Result<Option<CreateError>, CreateError> {
-    let inside = |slot: u16| ranges.iter().any(|r| r.contains(slot));
-    for other in unfinished(tx).await? {
-        let hit = match &other.slots {
-            Some(theirs) => theirs.iter().flat_map(|r| r.iter()).find(|&s| inside(s)),
-            None => other
-                .tenants
-                .iter()
-                .map(|t| ShardKey::Str(t).slot().index())
-                .find(|&s| inside(s)),
-        };
-        if let Some(slot) = hit {
-            return Ok(Some(CreateError::SlotBusy {
-                slot,
-                move_id: other.id,
-            }));
-        }
-    }
-    Ok(None)
 }
 
 /// Every move that is not done or aborted.
@@ -708,74 +402,4 @@ pub async fn until_repin_is(
     .get_result(control)
     .await?;
     Ok(wait.seconds)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn every_state_has_exactly_the_next_step_of_the_happy_path() {
-        let expected = [
-            (MoveState::Planned, Some(Step::Copy)),
-            (MoveState::Copying, Some(Step::Copy)),
-            (MoveState::Copied, Some(Step::Verify)),
-            (MoveState::Fenced, Some(Step::Verify)),
-            (MoveState::Verified, Some(Step::Repin)),
-            (MoveState::Repinned, Some(Step::Delete)),
-            (MoveState::Done, None),
-            (MoveState::Aborted, None),
-        ];
-        for (state, next) in expected {
-            assert_eq!(state.next_step(), next, "{state}");
-        }
-    }
-
-    #[test]
-    fn every_step_in_every_state_runs_is_already_done_or_is_out_of_order() {
-        use StepCheck::{AlreadyDone as Past, OutOfOrder as No, Run};
-        // Rows: states in order; columns: copy, verify, repin, delete.
-        let table = [
-            (MoveState::Planned, [Run, No, No, No]),
-            (MoveState::Copying, [Run, No, No, No]),
-            (MoveState::Copied, [Past, Run, No, No]),
-            (MoveState::Fenced, [Past, Run, No, No]),
-            (MoveState::Verified, [Past, Past, Run, No]),
-            (MoveState::Repinned, [Past, Past, Past, Run]),
-            (MoveState::Done, [No, No, No, Past]),
-            (MoveState::Aborted, [No, No, No, No]),
-        ];
-        assert_eq!(table.len(), MoveState::ALL.len());
-        for (state, row) in table {
-            for (step, expected) in Step::ALL.into_iter().zip(row) {
-                assert_eq!(state.check(step), expected, "{step:?} on a {state} move");
-            }
-        }
-    }
-
-    #[test]
-    fn each_steps_wording_names_a_state_in_which_it_runs() {
-        for step in Step::ALL {
-            let runs_in: Vec<MoveState> = MoveState::ALL
-                .into_iter()
-                .filter(|s| s.check(step) == StepCheck::Run)
-                .collect();
-            let named = runs_in
-                .iter()
-                .any(|s| step.needs().replace('-', "").contains(s.as_str()));
-            assert!(
-                named,
-                "{step:?} needs {:?}, runs in {runs_in:?}",
-                step.needs()
-            );
-        }
-    }
-
-    #[test]
-    fn states_read_back_from_their_names() {
-        for state in MoveState::ALL {
-            assert_eq!(state.as_str().parse::<MoveState>(), Ok(state));
-        }
-        assert!("paused".parse::<MoveState>().is_err());
-    }
 }

@@ -10,29 +10,6 @@ use crate::moves::scope::{Scope, Side};
 use crate::moves::tenant_guard::GuardState;
 use crate::moves::transfer;
 
-/// Whether an abort has anything to undo on the shards, or can only be refused or noted.
-pub enum AbortCheck {
-    AlreadyAborted,
-    Refused,
-    /// Nothing was touched on the shards yet.
-    RecordOnly,
-    /// The shards must be put back (`run`).
-    Undo,
-}
-
-pub fn check(state: MoveState) -> AbortCheck {
-    match state {
-        MoveState::Aborted => AbortCheck::AlreadyAborted,
-        MoveState::Done => AbortCheck::Refused,
-        MoveState::Planned => AbortCheck::RecordOnly,
-        MoveState::Copying
-        | MoveState::Copied
-        | MoveState::Fenced
-        | MoveState::Verified
-        | MoveState::Repinned => AbortCheck::Undo,
-    }
-}
-
 /// Puts the shards back as they were before the move, then records it aborted.
 pub async fn run(cx: &mut StepContext<'_>, m: &mut MoveRecord) -> Result<(), MoveError> {
     if m.state == MoveState::Repinned {
