@@ -1,16 +1,14 @@
-//! `[database]` and `[sharding]` as written in `autumn.toml`, and their validation into a
-//! [`Topology`]. Validation reports every problem it finds at once, each naming the shard
+//! `[database]` and `[sharding]` validated into a [`Topology`]. Validation reports every problem it finds at once, each naming the shard
 //! and slots involved, because a topology is usually edited in a hurry during an incident.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use serde::Deserialize;
-
+use super::raw::{RawDatabase, RawSharding};
+use super::slots::resolve_slots;
 use crate::pg::db_url::{DbUrl, DbUrlError};
+use crate::sharding::SLOT_COUNT;
 use crate::sharding::shard_name::ShardName;
-use crate::sharding::slot::SLOT_COUNT;
-use crate::sharding::slot_range::{SlotRange, compact, display_ranges};
 use crate::sharding::topology::{MoveWaitPolicy, ReplicaFallback, ShardSpec, Topology};
 
 pub const DEFAULT_CONTROL_POOL_SIZE: u32 = 8;
@@ -29,75 +27,6 @@ pub const DEFAULT_MOVE_WAIT_MS: u64 = 2_000;
 pub const DEFAULT_MOVE_WAIT_MAX: usize = 1_000;
 /// A wait longer than this would outlast the request timeout's default (10 s) by far.
 const MAX_MOVE_WAIT_MS: u64 = 60_000;
-
-/// `[database]` as written in the file, before validation.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RawDatabase {
-    /// The control role: framework state, never sharded.
-    pub primary_url: Option<String>,
-    /// Control pool size.
-    pub pool_size: Option<u32>,
-    /// Default shard primary pool size.
-    pub primary_pool_size: Option<u32>,
-    /// Default shard replica pool size.
-    pub replica_pool_size: Option<u32>,
-    /// Default `replica_fallback` for shards that do not set one.
-    pub replica_fallback: Option<String>,
-    /// How long opening one connection may take before the shard counts as down.
-    pub connect_timeout_ms: Option<u64>,
-    /// How long a request waits for a pooled connection.
-    pub acquire_timeout_ms: Option<u64>,
-    /// How long a request-path statement may wait while its server answers nothing at all
-    /// before the server counts as silent (the statement is abandoned, its connection
-    /// discarded and the breaker opened). A slow statement on a server that keeps
-    /// answering is bounded by the request timeout instead.
-    pub query_timeout_ms: Option<u64>,
-    /// `statement_timeout` of every pooled connection: the server cancels a statement that
-    /// runs longer, even one whose client is gone.
-    pub statement_timeout_ms: Option<u64>,
-    #[serde(default)]
-    pub shards: Vec<RawShard>,
-}
-
-/// One `[[database.shards]]` entry as written in the file.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RawShard {
-    pub name: Option<String>,
-    pub primary_url: Option<String>,
-    pub slots: Option<Vec<SlotEntry>>,
-    pub replica_url: Option<String>,
-    pub replica_fallback: Option<String>,
-    pub primary_pool_size: Option<u32>,
-    pub replica_pool_size: Option<u32>,
-}
-
-/// A `slots` list entry: a bare index (`42` or `"42"`) or an inclusive range (`"0-8191"`).
-#[derive(Debug, Clone, Deserialize)]
-#[serde(untagged)]
-pub enum SlotEntry {
-    Index(i64),
-    Text(String),
-}
-
-/// `[sharding]` as written in the file.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RawSharding {
-    /// Tenant key → shard name, consulted before the hash.
-    #[serde(default)]
-    pub pins: BTreeMap<String, String>,
-    /// Route through the control database's directory table before pins and the hash.
-    #[serde(default)]
-    pub directory_router: bool,
-    /// How long a directory lookup (a row or the absence of one) is cached per process.
-    pub directory_cache_ttl_ms: Option<u64>,
-    /// How long a write refused by a move's fence may wait for it to lift (0: not at all).
-    pub move_wait_ms: Option<u64>,
-    /// How many requests may wait out a move's fence at once in one process.
-    pub move_wait_max: Option<usize>,
-}
 
 /// Validates the raw sections into a [`Topology`], returning every problem found.
 pub fn topology(db: &RawDatabase, sharding: &RawSharding) -> Result<Topology, Vec<String>> {
@@ -385,136 +314,4 @@ fn validate_names(
                 .ok()
         })
         .collect()
-}
-
-/// Each shard's owned slots, either as declared (validated to cover every slot exactly once)
-/// or auto-split into contiguous even ranges in declaration order.
-fn resolve_slots(
-    db: &RawDatabase,
-    labels: &[String],
-    problems: &mut Vec<String>,
-) -> Option<Vec<Vec<SlotRange>>> {
-    let n = db.shards.len();
-    if n == 0 {
-        return None;
-    }
-    let declaring: Vec<usize> = (0..n).filter(|&i| db.shards[i].slots.is_some()).collect();
-    if declaring.is_empty() {
-        if n > usize::from(SLOT_COUNT) {
-            problems.push(format!(
-                "{n} shards is more than the {SLOT_COUNT} slots to share"
-            ));
-            return None;
-        }
-        let total = usize::from(SLOT_COUNT);
-        return Some(
-            (0..n)
-                .map(|i| {
-                    let start = (i * total / n) as u16;
-                    let end = ((i + 1) * total / n - 1) as u16;
-                    vec![SlotRange::new(start, end).expect("auto-split ranges are in bounds")]
-                })
-                .collect(),
-        );
-    }
-    if declaring.len() < n {
-        let silent: Vec<&str> = (0..n)
-            .filter(|i| !declaring.contains(i))
-            .map(|i| labels[i].as_str())
-            .collect();
-        let loud: Vec<&str> = declaring.iter().map(|&i| labels[i].as_str()).collect();
-        problems.push(format!(
-            "slots are all-or-none: {} declare slots but {} do not (declare slots on every shard, or on none to auto-split)",
-            loud.join(", "),
-            silent.join(", ")
-        ));
-        return None;
-    }
-
-    let mut claims: Vec<Vec<usize>> = vec![Vec::new(); usize::from(SLOT_COUNT)];
-    // Slots a bad entry evidently meant to cover ("9-3", "16000-20000"): not owned, but not
-    // reported as gaps either, so each mistake is reported once, as itself.
-    let mut meant = vec![false; usize::from(SLOT_COUNT)];
-    let mut per_shard: Vec<Vec<SlotRange>> = vec![Vec::new(); n];
-    let before = problems.len();
-    for (i, raw) in db.shards.iter().enumerate() {
-        for entry in raw.slots.as_deref().unwrap_or_default() {
-            let text = match entry {
-                SlotEntry::Index(v) => v.to_string(),
-                SlotEntry::Text(t) => t.clone(),
-            };
-            match text.parse::<SlotRange>() {
-                Ok(range) => {
-                    per_shard[i].push(range);
-                    for slot in range.iter() {
-                        claims[usize::from(slot)].push(i);
-                    }
-                }
-                Err(e) => {
-                    problems.push(format!("{}: slots entry {e}", labels[i]));
-                    for slot in intended_slots(&text) {
-                        meant[usize::from(slot)] = true;
-                    }
-                }
-            }
-        }
-    }
-
-    // Coverage is still checked when some entries are bad: every problem at once.
-    let gaps = compact(
-        (0..SLOT_COUNT).filter(|&s| claims[usize::from(s)].is_empty() && !meant[usize::from(s)]),
-    );
-    if !gaps.is_empty() {
-        problems.push(format!(
-            "slots {} are owned by no shard (every slot 0-{} must be owned exactly once)",
-            display_ranges(&gaps),
-            SLOT_COUNT - 1
-        ));
-    }
-    let mut overlaps: BTreeMap<Vec<usize>, Vec<u16>> = BTreeMap::new();
-    for slot in 0..SLOT_COUNT {
-        let owners = &claims[usize::from(slot)];
-        if owners.len() > 1 {
-            overlaps.entry(owners.clone()).or_default().push(slot);
-        }
-    }
-    for (owners, slots) in overlaps {
-        let who: Vec<&str> = owners.iter().map(|&i| labels[i].as_str()).collect();
-        problems.push(format!(
-            "slots {} are claimed more than once, by {}",
-            display_ranges(&compact(slots)),
-            who.join(" and ")
-        ));
-    }
-    if problems.len() > before {
-        return None;
-    }
-    Some(
-        per_shard
-            .into_iter()
-            .map(|mut ranges| {
-                ranges.sort();
-                compact(ranges.iter().flat_map(|r| r.iter()))
-            })
-            .collect(),
-    )
-}
-
-/// The in-range slots an unparsable entry most plausibly meant: a reversed range read
-/// forwards, a range running past the end clipped to the last slot. Empty when the entry
-/// is not made of numbers at all.
-fn intended_slots(text: &str) -> impl Iterator<Item = u16> {
-    let number = |s: &str| s.trim().parse::<u64>().ok();
-    let (a, b) = match text.trim().split_once('-') {
-        Some((a, b)) => (number(a), number(b)),
-        None => (number(text), number(text)),
-    };
-    let last = u64::from(SLOT_COUNT - 1);
-    let range = match (a, b) {
-        (Some(a), Some(b)) if a.min(b) <= last => {
-            Some((a.min(b) as u16)..=(a.max(b).min(last) as u16))
-        }
-        _ => None,
-    };
-    range.into_iter().flatten()
 }

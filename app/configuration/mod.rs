@@ -8,6 +8,8 @@
 
 mod database;
 mod env;
+mod raw;
+mod slots;
 
 use std::fmt;
 use std::path::Path;
@@ -16,7 +18,7 @@ use serde::Deserialize;
 use toml::Table;
 
 use crate::sharding::Topology;
-use database::{RawDatabase, RawSharding};
+use raw::{RawDatabase, RawSharding};
 
 pub const DEFAULT_CONFIG_PATH: &str = "autumn.toml";
 pub const DEFAULT_TENANT_HEADER: &str = "X-Tenant-Id";
