@@ -488,7 +488,16 @@ async fn a_server_working_on_its_limit_of_requests_answers_503_at_once_but_still
         let request = app.get("/api/bookmarks").headers(app.tenant("busy").await);
         tokio::spawn(request.send())
     };
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // The held request is in flight once its statement waits on the lock (the reindexer's
+    // session may wait too; it is no request).
+    let waiting = "SELECT count(*) FROM pg_stat_activity \
+                   WHERE datname = current_database() AND wait_event_type = 'Lock' \
+                   AND application_name NOT LIKE 'bookmarks-reindexer/%'";
+    let arrived = eventually(Duration::from_secs(10), || async {
+        sql(port, &db, waiting).await[0][0].as_deref() != Some("0")
+    })
+    .await;
+    assert!(arrived, "the held request waits on the lock");
     let started = Instant::now();
     let refused = app.get_as("/api/bookmarks", "busy").await;
     assert!(started.elapsed() < Duration::from_millis(500));

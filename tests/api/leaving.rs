@@ -64,12 +64,18 @@ async fn a_stopping_replica_turns_unready_closes_each_connection_after_its_respo
     let addr = app.base.trim_start_matches("http://").to_owned();
     let mut late = tokio::net::TcpStream::connect(&addr).await.unwrap();
 
-    tokio::time::sleep((drain + Duration::from_millis(300)).saturating_sub(stopped_at.elapsed()))
-        .await;
-    let refused = tokio::net::TcpStream::connect(&addr).await;
-    assert_eq!(
-        refused.map(drop).unwrap_err().kind(),
-        std::io::ErrorKind::ConnectionRefused,
+    // The drain runs its course; then the listener closes, which on a loaded machine the
+    // server gets to a moment later: new connections are asked for until one is refused.
+    tokio::time::sleep(drain.saturating_sub(stopped_at.elapsed())).await;
+    let refused = eventually(Duration::from_secs(10), || async {
+        matches!(
+            tokio::net::TcpStream::connect(&addr).await,
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused
+        )
+    })
+    .await;
+    assert!(
+        refused,
         "after the drain, a new connection is refused (not accepted and dropped)"
     );
     late.write_all(b"GET /health HTTP/1.1\r\nhost: leaving\r\n\r\n")

@@ -494,6 +494,35 @@ pub(crate) async fn reader(
     (n, failures)
 }
 
+/// How many [`writer`]s (one per tenant of `tenants` and `who`) have a create of theirs on
+/// `shard` stamped after `since` (an RFC 3339 instant, or `-infinity`; the apps run in
+/// this process, so they stamp rows with its clock).
+pub(crate) async fn writers_landed(
+    layout: &Layout,
+    shard: &str,
+    tenants: &[&str],
+    since: &str,
+) -> usize {
+    let tenants: Vec<String> = tenants.iter().map(|t| format!("'{t}'")).collect();
+    let rows = on_shard(
+        layout,
+        shard,
+        &format!(
+            "SELECT count(*) FROM (SELECT DISTINCT tenant_id, split_part(url, '/', 4) \
+             FROM bookmarks WHERE tenant_id IN ({}) AND url LIKE 'https://load.example/%' \
+             AND created_at > '{since}'::timestamptz) w",
+            tenants.join(", ")
+        ),
+    )
+    .await;
+    rows[0][0].as_deref().unwrap().parse().unwrap()
+}
+
+/// Now, as [`writers_landed`] takes it.
+pub(crate) fn instant_now() -> String {
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Micros, true)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_online_move_under_load_fails_no_write_loses_no_acknowledged_one_and_spares_the_co_tenant()
  {
@@ -545,7 +574,13 @@ async fn online_move(wait: bool) -> (usize, u64) {
         .into_iter()
         .map(|t| tokio::spawn(reader(apps.clone(), t, stop.clone())))
         .collect();
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // The load is under way before the move: every writer's creates land on the source.
+    let under_way = eventually(Duration::from_secs(30), || async {
+        let tenants = [moving.as_str(), co_tenant.as_str()];
+        writers_landed(&layout, &home, &tenants, "-infinity").await == 4
+    })
+    .await;
+    assert!(under_way, "every writer's creates land on {home}");
 
     let tool_args = step(
         "run",
@@ -568,7 +603,18 @@ async fn online_move(wait: bool) -> (usize, u64) {
     })
     .await
     .unwrap();
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // The load goes on after the move: every writer's creates land on the destination
+    // (a failed move is reported below).
+    let moved_at = instant_now();
+    let carried_on = !moved.status.success()
+        || eventually(Duration::from_secs(30), || async {
+            writers_landed(&layout, &away, &[moving.as_str()], &moved_at).await == 3
+        })
+        .await;
+    assert!(
+        carried_on,
+        "every writer's creates land on {away} after the move"
+    );
     stop.store(true, Ordering::Relaxed);
     let mut expected: BTreeMap<String, String> = BTreeMap::new();
     let (mut acknowledged, mut refused) = (0, 0);

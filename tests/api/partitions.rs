@@ -156,6 +156,7 @@ async fn a_statement_slow_on_a_live_server_waits_past_its_deadline_and_one_cut_o
     // The server keeps answering (its liveness checks), so a read waiting on the lock is
     // slow, not silent: it is not cut off at its deadline, and no circuit opens.
     let acme = app.tenant("acme-corp").await;
+    let sent = Instant::now();
     let waiting = tokio::spawn({
         let (client, base, acme) = (app.client.clone(), app.base.clone(), acme.clone());
         async move {
@@ -168,7 +169,26 @@ async fn a_statement_slow_on_a_live_server_waits_past_its_deadline_and_one_cut_o
             res.status().as_u16()
         }
     });
-    tokio::time::sleep(Duration::from_millis(2 * QUERY_TIMEOUT_MS + 200)).await;
+    // Sessions of requests waiting behind the lock (the reindexer's session may wait too;
+    // it is not a request's).
+    let blocked = || async {
+        sql(
+            port,
+            &db,
+            "SELECT count(*) FROM pg_stat_activity \
+             WHERE datname = current_database() AND wait_event_type = 'Lock' \
+             AND application_name NOT LIKE 'bookmarks-reindexer/%'",
+        )
+        .await[0][0]
+            .clone()
+            .unwrap_or_default()
+    };
+    // The read is seen waiting on the lock (not still on its way), and looked at again twice
+    // its deadline after it was sent (before the request timeout would cut it off).
+    let past_deadline = Duration::from_millis(2 * QUERY_TIMEOUT_MS + 200);
+    let arrived = eventually(past_deadline, || async { blocked().await != "0" }).await;
+    assert!(arrived, "the read reached its shard and waits on the lock");
+    tokio::time::sleep(past_deadline.saturating_sub(sent.elapsed())).await;
     assert!(
         !waiting.is_finished(),
         "a read on a live server goes on waiting past its deadline"
@@ -212,18 +232,6 @@ async fn a_statement_slow_on_a_live_server_waits_past_its_deadline_and_one_cut_o
     // The app let the statement go and asked the server to cancel it: within a second no
     // request's backend still waits behind the lock, although the lock is still held (the
     // reindexer's session waits too; it is not a request's and keeps its connection).
-    let blocked = || async {
-        sql(
-            port,
-            &db,
-            "SELECT count(*) FROM pg_stat_activity \
-             WHERE datname = current_database() AND wait_event_type = 'Lock' \
-             AND application_name NOT LIKE 'bookmarks-reindexer/%'",
-        )
-        .await[0][0]
-            .clone()
-            .unwrap_or_default()
-    };
     let cancelled = eventually(Duration::from_secs(1), || async { blocked().await == "0" }).await;
     assert!(cancelled, "the cut-off statement is still running");
     locker.batch_execute("ROLLBACK").await.unwrap();

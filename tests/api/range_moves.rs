@@ -13,7 +13,8 @@ use bookmarks_sharded::sharding::ShardKey;
 use serde_json::{Value, json};
 
 use crate::moves::{
-    Acknowledged, Tool, count, last_json, move_layout, on_shard, reader, seed, spawn, writer,
+    Acknowledged, Tool, count, instant_now, last_json, move_layout, on_shard, reader, seed, spawn,
+    writer, writers_landed,
 };
 use crate::support::*;
 
@@ -90,16 +91,27 @@ fn move_range(tool: &Tool, ranges: &str) -> Value {
 }
 
 /// `run --from shard0 --to shard1 --slots RANGES --confirm --grace 1s`, in a thread.
-async fn run_in_background(tool: &Tool, ranges: &str) -> std::process::Output {
+async fn run_in_background(tool: &Tool, step: &str, ranges: &str) -> std::process::Output {
     let config = tool.config.path().to_owned();
-    let ranges = ranges.to_owned();
+    let (step, ranges) = (step.to_owned(), ranges.to_owned());
     tokio::task::spawn_blocking(move || {
         Command::new(env!("CARGO_BIN_EXE_move_slot"))
             .arg("--config")
             .arg(config)
-            .args(["run", "--from", "shard0", "--to", "shard1", "--slots"])
+            .args([
+                step.as_str(),
+                "--from",
+                "shard0",
+                "--to",
+                "shard1",
+                "--slots",
+            ])
             .arg(ranges)
-            .args(["--confirm", "--grace", "1s"])
+            .args(if step == "run" {
+                &[][..]
+            } else {
+                &["--confirm", "--grace", "1s"][..]
+            })
             .output()
             .unwrap()
     })
@@ -236,12 +248,24 @@ async fn an_online_range_move_carries_existing_and_brand_new_tenants_and_spares_
         .into_iter()
         .map(|t| tokio::spawn(reader(apps.clone(), t, stop.clone())))
         .collect();
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // The load is under way before the move: every writer's creates land on the source.
+    let loaded: Vec<&str> = existing[..3]
+        .iter()
+        .chain([&co_tenant])
+        .map(String::as_str)
+        .collect();
+    let under_way = eventually(Duration::from_secs(30), || async {
+        writers_landed(&layout, "shard0", &loaded, "-infinity").await == 4
+    })
+    .await;
+    assert!(under_way, "every writer's creates land on shard0");
 
-    let moved = run_in_background(&tool, "0-2047").await;
+    // Up to the flip (no --confirm: the run stops after the re-pin).
+    let moved = run_in_background(&tool, "run", "0-2047").await;
     let stderr = String::from_utf8_lossy(&moved.stderr);
     assert!(moved.status.success(), "move failed: {stderr}");
     let flipped = Instant::now();
+    let flipped_at = instant_now();
     // Every replica routes the range to the destination within a second of the flip.
     for app in apps.iter() {
         let probe = tenants_in(first, last, "probe", 1).pop().unwrap();
@@ -256,7 +280,22 @@ async fn an_online_range_move_carries_existing_and_brand_new_tenants_and_spares_
         );
     }
     let seen_by_all = flipped.elapsed();
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // The source rows go once every replica routes the range away: the short --grace
+    // stands in for the routing caches' expiry, which the loop above has seen happen. (A
+    // replica still routing to the source after the delete would find nothing there to
+    // refuse a delete or an update of a moved row: it would answer 404.)
+    let deleted = run_in_background(&tool, "delete", "0-2047").await;
+    let stderr = String::from_utf8_lossy(&deleted.stderr);
+    assert!(deleted.status.success(), "delete failed: {stderr}");
+    // The load goes on after the flip: every writer's creates land on the destination.
+    let carried_on = eventually(Duration::from_secs(30), || async {
+        writers_landed(&layout, "shard1", &loaded[..3], &flipped_at).await == 3
+    })
+    .await;
+    assert!(
+        carried_on,
+        "every writer's creates land on shard1 after the flip"
+    );
     stop.store(true, Ordering::Relaxed);
 
     let mut expected: BTreeMap<String, String> = BTreeMap::new();
@@ -279,7 +318,7 @@ async fn an_online_range_move_carries_existing_and_brand_new_tenants_and_spares_
         arrived.unexpected
     );
     let co = co_writer.await.unwrap();
-    let done = last_json(&moved);
+    let done = last_json(&deleted);
     eprintln!(
         "{acknowledged} writes and {} new tenants acknowledged, {} refused (503), fence {} ms, \
          flip seen by both replicas within {seen_by_all:?}",

@@ -444,10 +444,20 @@ async fn on_an_idle_app_a_write_is_indexed_and_a_job_started_within_100_ms_not_a
     let app = TestApp::spawn(layout.settings(), "wakeups").await;
     let headers = app.tenant("hooli").await;
     // The reindexer leads, finds nothing to do, and sleeps until a write wakes it: each
-    // measurement starts from an idle shard (the backstop poll is a second away).
+    // measurement starts from an idle shard (the backstop poll is a second away), seen as
+    // the leader's wakeup armed with nothing pending.
+    let (port, db) = port_of(&layout, &hash_shard(&app.settings, "hooli"));
+    let idle = "SELECT armed AND NOT EXISTS (SELECT 1 FROM search_pending) FROM search_wakeup";
     let mut indexed_after = Vec::new();
     for i in 0..5 {
-        tokio::time::sleep(Duration::from_millis(300)).await;
+        let asleep = eventually(Duration::from_secs(10), || async {
+            sql(port, &db, idle).await[0][0].as_deref() == Some("t")
+        })
+        .await;
+        assert!(
+            asleep,
+            "the reindexer waits for a write before bookmark {i}"
+        );
         let started = Instant::now();
         let res = app
             .post("/api/bookmarks")

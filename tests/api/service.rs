@@ -890,16 +890,22 @@ impl bookmarks_sharded::web::extract::QueryFailure for TxError {
         }
     }
 
-    fn into_api(
-        self,
-        classify: &dyn Fn(diesel::result::Error) -> bookmarks_sharded::web::error::ApiError,
-    ) -> bookmarks_sharded::web::error::ApiError {
+    fn into_database_error(self) -> Result<diesel::result::Error, Self> {
+        match self {
+            TxError::Db(e) => Ok(e),
+            own => Err(own),
+        }
+    }
+}
+
+impl bookmarks_sharded::web::extract::WorkError for TxError {
+    fn into_api(self) -> bookmarks_sharded::web::error::ApiError {
         match self {
             TxError::RolledBackOnPurpose => bookmarks_sharded::web::error::ApiError::BadRequest {
                 code: "rolled_back",
                 message: "the handler rolled back".to_owned(),
             },
-            TxError::Db(e) => classify(e),
+            TxError::Db(e) => e.into_api(),
         }
     }
 }

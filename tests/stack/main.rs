@@ -382,11 +382,13 @@ fn run_readme(stack: &Stack, name: &str, env: &[(&str, &str)]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-/// Sends GETs through nginx until `stop` is set; returns (sent, failed, examples of failures).
+/// Sends GETs through nginx until `stop` is set, counting each answer (or failure) in
+/// `answered` as it comes; returns (sent, failed, examples of failures).
 async fn read_load(
     base: String,
     auth: HeaderMap,
     stop: Arc<AtomicBool>,
+    answered: Arc<AtomicUsize>,
 ) -> (usize, usize, Vec<String>) {
     let client = reqwest::Client::builder()
         .timeout(Duration::from_secs(10))
@@ -406,6 +408,7 @@ async fn read_load(
             Ok(r) => failures.push(format!("status {}", r.status())),
             Err(e) => failures.push(e.to_string()),
         }
+        answered.fetch_add(1, Ordering::Relaxed);
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     (
@@ -420,12 +423,34 @@ async fn read_load(
 async fn no_get_fails_while(stack: &Stack, what: &str, readers: usize, action: impl FnOnce()) {
     let stop = Arc::new(AtomicBool::new(false));
     let auth = stack.as_tenant("hooli").await;
-    let loads: Vec<_> = (0..readers)
-        .map(|_| tokio::spawn(read_load(stack.base.clone(), auth.clone(), stop.clone())))
+    let answered: Vec<Arc<AtomicUsize>> = (0..readers).map(|_| Arc::default()).collect();
+    let loads: Vec<_> = answered
+        .iter()
+        .map(|n| {
+            let (base, auth) = (stack.base.clone(), auth.clone());
+            tokio::spawn(read_load(base, auth, stop.clone(), n.clone()))
+        })
         .collect();
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    let counts = || -> Vec<usize> { answered.iter().map(|n| n.load(Ordering::Relaxed)).collect() };
+    // Every reader loop is under way (has had an answer) before the action.
+    let running = eventually(Duration::from_secs(30), || async {
+        counts().iter().all(|&n| n > 0)
+    })
+    .await;
+    assert!(running, "{what}: every reader loop got an answer");
     action();
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    // The readers go on past the action: for 2 s, and until each has had 5 more answers
+    // and more than 20 were sent in all (a loaded machine answers more slowly).
+    let acted = Instant::now();
+    let before = counts();
+    let carried_on = eventually(Duration::from_secs(60), || async {
+        let now = counts();
+        acted.elapsed() >= Duration::from_secs(2)
+            && now.iter().zip(&before).all(|(n, b)| *n >= b + 5)
+            && now.iter().sum::<usize>() > 20
+    })
+    .await;
+    assert!(carried_on, "{what}: every reader loop went on after it");
     stop.store(true, Ordering::Relaxed);
     let (mut sent, mut failed, mut examples) = (0, 0, Vec::new());
     for load in loads {
@@ -461,10 +486,24 @@ async fn timed_get(stack: &Stack, path: &str, tenant: &str) -> (u16, Duration, V
     (status, took, body, replica)
 }
 
-/// How long each web replica may take to notice a silent server by itself, through its
+/// The longest each web replica is given to notice a silent server by itself, through its
 /// liveness monitor: two timed-out checks (1 s interval, each bounded by the 2 s connect
-/// timeout) with nothing else answering.
-const LIVENESS_NOTICE: Duration = Duration::from_millis(6500);
+/// timeout) with nothing else answering take about 6.5 s; a loaded machine takes longer.
+const LIVENESS_NOTICE: Duration = Duration::from_secs(30);
+
+/// Whether both web replicas have opened their circuit for `shard`'s `role` server (the
+/// control database is shard `control`, role `control`), as each one's own `/metrics` says
+/// (asked inside its container: nginx serves no metrics).
+fn circuit_open_on_both(stack: &Stack, shard: &str, role: &str) -> bool {
+    let open = format!("db_circuit_open{{shard=\"{shard}\",role=\"{role}\"}} 1");
+    ["web1", "web2"].into_iter().all(|web| {
+        let url = "http://127.0.0.1:3000/metrics";
+        let scraped = stack.compose(&["exec", "-T", web, "curl", "-fsS", url]);
+        String::from_utf8_lossy(&scraped.stdout)
+            .lines()
+            .any(|l| l == open)
+    })
+}
 
 /// A partition, not a stop: `docker compose pause` freezes a server so that connections
 /// stay open and nothing answers. Checks the targets of the README's outage table for a
@@ -486,7 +525,11 @@ async fn partitions_cost_one_timeout_then_fail_fast(stack: &Stack) {
         "the first request after the freeze took {took:?} (nginx must not retry a shard 503)"
     );
     eprintln!("partition: first shard1 request answered 503 in {took:?}");
-    tokio::time::sleep(LIVENESS_NOTICE).await;
+    let noticed = eventually(LIVENESS_NOTICE, || async {
+        circuit_open_on_both(stack, "shard1", "primary")
+    })
+    .await;
+    assert!(noticed, "both web replicas opened shard1's primary circuit");
     let mut replicas = std::collections::BTreeSet::new();
     let mut slowest = Duration::ZERO;
     for _ in 0..20 {
@@ -538,7 +581,11 @@ async fn partitions_cost_one_timeout_then_fail_fast(stack: &Stack) {
         took <= Duration::from_millis(2500),
         "first read took {took:?}"
     );
-    tokio::time::sleep(LIVENESS_NOTICE).await;
+    let noticed = eventually(LIVENESS_NOTICE, || async {
+        circuit_open_on_both(stack, "shard0", "replica")
+    })
+    .await;
+    assert!(noticed, "both web replicas opened shard0's replica circuit");
     for _ in 0..10 {
         let (status, took, body, _) = timed_get(stack, "/api/tags", "hooli").await;
         assert_eq!(status, 200);
@@ -576,7 +623,11 @@ async fn partitions_cost_one_timeout_then_fail_fast(stack: &Stack) {
         took <= Duration::from_millis(2500),
         "first lookup took {took:?}"
     );
-    tokio::time::sleep(LIVENESS_NOTICE).await;
+    let noticed = eventually(LIVENESS_NOTICE, || async {
+        circuit_open_on_both(stack, "control", "control")
+    })
+    .await;
+    assert!(noticed, "both web replicas opened the control circuit");
     for i in 1..=10 {
         let tenant = format!("partition-newcomer-{i}");
         let (status, took, body, _) = timed_get(stack, "/api/bookmarks", &tenant).await;

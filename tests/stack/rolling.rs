@@ -12,6 +12,19 @@ use serde_json::{Value, json};
 
 use super::{ROOT, Stack, eventually, run_readme};
 
+/// The load's seed: every bookmark it creates has a URL under `https://example.com/11/run-`.
+const SEED: u64 = 11;
+
+/// How many bookmarks the load's runs have created on the shards `services` name.
+fn load_creates(stack: &Stack, services: &[&str]) -> usize {
+    let query =
+        format!("select count(*) from bookmarks where url like 'https://example.com/{SEED}/run-%'");
+    services
+        .iter()
+        .map(|service| stack.psql(service, &query).parse::<usize>().unwrap())
+        .sum()
+}
+
 /// The load: `loadgen --verify` through nginx, open loop at `rate` requests/s over
 /// `tenants` tenants (`tenant-0001`…) with the default mix, until [`Load::finish`].
 struct Load {
@@ -26,7 +39,7 @@ impl Load {
             base_url: stack.base.clone(),
             admin_token: Some(stack.admin_token.clone()),
             tenants,
-            seed: 11,
+            seed: SEED,
             load: loadgen::Load::Open {
                 rate,
                 max_in_flight: 256,
@@ -119,7 +132,19 @@ async fn held_creates_across_a_sigterm(stack: &Stack) {
             tokio::spawn(req.send())
         })
         .collect();
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Every create is in flight: each one's insert waits for the table lock.
+    let queued = eventually(Duration::from_secs(10), || async {
+        stack
+            .psql(
+                "postgres-shard-1",
+                "select count(*) from pg_locks l join pg_class c on c.oid = l.relation \
+                 where c.relname = 'bookmarks' and not l.granted",
+            )
+            .parse::<usize>()
+            .is_ok_and(|n| n >= creates.len())
+    })
+    .await;
+    assert!(queued, "the held creates wait for shard1's lock");
     let roll = stack
         .command(&format!("{ROOT}/scripts/rolling-restart.sh"))
         .arg("web1")
@@ -152,12 +177,30 @@ pub async fn deploys_and_a_third_shard_fail_no_request(stack: &Stack) {
     // shard's query deadline to refuse the load's writes there, which is no roll's doing.
     held_creates_across_a_sigterm(stack).await;
 
+    let two_shards = ["postgres-shard-0", "postgres-shard-1"];
+    let before = load_creates(stack, &two_shards);
     let load = Load::start(stack, 30, 45.0);
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    // The load is under way (its creates land) before the deploy starts; a load that ended
+    // at once says why in `finish`.
+    let under_way = eventually(Duration::from_secs(60), || async {
+        load.run.is_finished() || load_creates(stack, &two_shards) >= before + 10
+    })
+    .await;
+    assert!(under_way, "the load's creates land before the deploy");
 
     let (hooli_key, _) = stack.key_of("hooli").await;
     let said = run_readme(stack, "add-shard", &[("HOOLI_KEY", &hooli_key)]);
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    // The load goes on after it: its creates land on the three shards.
+    let three_shards = ["postgres-shard-0", "postgres-shard-1", "postgres-shard-2"];
+    let after = load_creates(stack, &three_shards);
+    let carried_on = eventually(Duration::from_secs(60), || async {
+        load.run.is_finished() || load_creates(stack, &three_shards) >= after + 10
+    })
+    .await;
+    assert!(
+        carried_on,
+        "the load's creates land after the new shard is in"
+    );
     load.finish().await;
 
     assert!(said.contains("left on shard0: 0"), "{said}");
