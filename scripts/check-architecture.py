@@ -242,8 +242,7 @@ def sccs(nodes, edges):
 def folder_cycles(crate, files, graph):
     """Cycles among the files of each folder, each told once, at the deepest folder that
     holds all of it."""
-    folders = {m[:-1] for m in files if m} | {m for m in files if m and any(
-        f[:len(m)] == m and len(f) > len(m) for f in files)}
+    folders = {m[:-1] for m in files if m}
     found = []
     for folder in sorted(folders, key=len, reverse=True):
         nodes = {m for m in files if m[:len(folder)] == folder}
