@@ -274,25 +274,6 @@ impl Shards {
         Ok(self.0.router.route(key.into(), &self.0.set).await?)
     }
 
-    /// A connection to the primary of the shard that owns `key`.
-    pub async fn db_for<'a>(
-        &'a self,
-        key: impl Into<ShardKey<'a>>,
-    ) -> Result<ShardConn, ShardError> {
-        let route = self.route(key).await?;
-        self.primary(self.0.set.get(route.shard)).await
-    }
-
-    /// A read connection for `key`: its shard's replica when ready, else per `replica_fallback`.
-    /// Replicas lag: do not read your own writes through this.
-    pub async fn read_for<'a>(
-        &'a self,
-        key: impl Into<ShardKey<'a>>,
-    ) -> Result<ShardConn, ShardError> {
-        let route = self.route(key).await?;
-        self.read(self.0.set.get(route.shard)).await
-    }
-
     /// A connection to a shard's primary by name (admin paths, tools).
     pub async fn db_on(&self, name: &str) -> Result<ShardConn, ShardError> {
         let shard = self
