@@ -36,12 +36,11 @@ impl<S: Send + Sync> FromRequestParts<S> for Tenant {
     }
 }
 
-/// The request tenant's session with its shard: routed by the extractor, a connection
+/// The request tenant's session with its shard, on the primary: every write, and reads
+/// that must show the tenant's own latest writes. The extractor routes it; a connection is
 /// checked out when the first statement runs (so a request refused for its body or its
-/// parameters never holds one). [`ShardedDb`] is the primary, [`ShardedReadDb`] is
-/// replica-aware; see [`TenantSession`] for what a statement's failure turns into.
-pub type ShardedConnection<M> = TenantSession<M>;
-/// The shard primary: every write, and reads that must show the tenant's own latest writes.
+/// parameters never holds one); see [`TenantSession`] for what a statement's failure
+/// turns into.
 pub type ShardedDb = TenantSession<Primary>;
 /// The shard's replica when it is ready, else per `replica_fallback`. Replicas lag: use
 /// [`ShardedDb`] for anything that must show the tenant's own latest writes.
