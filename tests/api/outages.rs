@@ -171,8 +171,14 @@ async fn an_unready_replica_degrades_reads_to_the_primary_or_fails_readiness_as_
 }
 
 /// The app's session on `db` that waits for a lock, once there is one (its backend pid).
-async fn waiting_backend(port: u16, db: &str) -> Option<String> {
-    let deadline = Instant::now() + Duration::from_secs(10);
+/// Panics with the answer if `request` was answered without ever waiting: what it said is
+/// what tells why.
+async fn waiting_backend(
+    port: u16,
+    db: &str,
+    request: &mut tokio::task::JoinHandle<reqwest::Result<reqwest::Response>>,
+) -> String {
+    let deadline = Instant::now() + Duration::from_secs(20);
     while Instant::now() < deadline {
         let rows = sql(
             port,
@@ -182,11 +188,17 @@ async fn waiting_backend(port: u16, db: &str) -> Option<String> {
         )
         .await;
         if let Some(pid) = rows.first().and_then(|r| r[0].clone()) {
-            return Some(pid);
+            return pid;
+        }
+        if request.is_finished() {
+            let res = request.await.unwrap().unwrap();
+            let status = res.status();
+            let body = res.text().await.unwrap_or_default();
+            panic!("the request never waited on the lock; it was answered {status} {body}");
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    None
+    panic!("the request did not reach the lock within 20 s");
 }
 
 #[tokio::test]
@@ -195,7 +207,9 @@ async fn a_statement_cut_by_the_server_going_away_answers_503_never_500_and_a_wr
     // One connection per shard: the create below is prepared on it before the lock, so the
     // write that waits has been sent whole (a statement prepared afresh would wait in its
     // parse step, before its values were sent).
-    let mut layout = layout("primary_pool_size = 1").await;
+    // Patient connects: the cut-off connections are replaced by new ones, which a loaded
+    // machine may take longer than the default test timeout to open.
+    let mut layout = layout("primary_pool_size = 1").await.with_patient_connects();
     let (port, db) = port_of(&layout, "shard1");
     let relay = Relay::start(port).await;
     layout.shards[1].1 = relay.port;
@@ -217,8 +231,8 @@ async fn a_statement_cut_by_the_server_going_away_answers_503_never_500_and_a_wr
 
     // The link to the shard is lost under a write the server goes on with: it is applied
     // once the lock is gone, so "shard unavailable" (nothing was written) would be a lie.
-    let write = tokio::spawn(create("https://a.example/cut"));
-    waiting_backend(port, &db).await.expect("the write waits");
+    let mut write = tokio::spawn(create("https://a.example/cut"));
+    waiting_backend(port, &db, &mut write).await;
     relay.cut();
     let res = write.await.unwrap().unwrap();
     let status = res.status();
@@ -238,10 +252,10 @@ async fn a_statement_cut_by_the_server_going_away_answers_503_never_500_and_a_wr
     })
     .await;
     assert!(applied, "the server applied the write it was sent");
-    // The cut also ended the app's liveness session, which opened the shard's circuit
-    // until a fresh connection answers. Served again means a read answered and the
-    // circuit closed (one read may pass while the liveness check still reports it open,
-    // and the next would then be refused at once instead of waiting on the lock below).
+    // The cut also ended the app's liveness session, which opens the shard's circuit once
+    // its next check fails, until a fresh connection answers. Served again means that trip
+    // happened, a read answered and the circuit closed: a read may pass before the
+    // liveness check has noticed, or while it still reports the circuit open.
     let serves = || async {
         let read = app
             .get("/api/bookmarks")
@@ -249,10 +263,16 @@ async fn a_statement_cut_by_the_server_going_away_answers_503_never_500_and_a_wr
             .send()
             .await
             .is_ok_and(|r| r.status() == 200);
-        read && app
-            .metrics_text()
-            .await
-            .contains(r#"db_circuit_open{shard="shard1",role="primary"} 0"#)
+        let metrics = app.metrics_text().await;
+        let trips = metrics
+            .lines()
+            .find_map(|l| {
+                l.strip_prefix(r#"db_circuit_trips_total{shard="shard1",role="primary"} "#)
+            })
+            .and_then(|n| n.trim().parse::<f64>().ok())
+            .unwrap_or(0.0);
+        read && trips >= 1.0
+            && metrics.contains(r#"db_circuit_open{shard="shard1",role="primary"} 0"#)
     };
     assert!(eventually(Duration::from_secs(10), serves).await);
 
@@ -262,8 +282,8 @@ async fn a_statement_cut_by_the_server_going_away_answers_503_never_500_and_a_wr
         .batch_execute("BEGIN; LOCK TABLE bookmarks IN ACCESS EXCLUSIVE MODE")
         .await
         .unwrap();
-    let read = tokio::spawn(app.get("/api/bookmarks").headers(acme.clone()).send());
-    let pid = waiting_backend(port, &db).await.expect("the read waits");
+    let mut read = tokio::spawn(app.get("/api/bookmarks").headers(acme.clone()).send());
+    let pid = waiting_backend(port, &db, &mut read).await;
     sql(port, &db, &format!("select pg_terminate_backend({pid})")).await;
     let res = read.await.unwrap().unwrap();
     let status = res.status();
@@ -273,8 +293,8 @@ async fn a_statement_cut_by_the_server_going_away_answers_503_never_500_and_a_wr
     assert_eq!(body["error"]["shard"], "shard1", "{body}");
 
     // … and a write the only honest promise: it may have been applied.
-    let write = tokio::spawn(create("https://a.example/terminated"));
-    let pid = waiting_backend(port, &db).await.expect("the write waits");
+    let mut write = tokio::spawn(create("https://a.example/terminated"));
+    let pid = waiting_backend(port, &db, &mut write).await;
     sql(port, &db, &format!("select pg_terminate_backend({pid})")).await;
     let res = write.await.unwrap().unwrap();
     let status = res.status();

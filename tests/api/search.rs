@@ -272,7 +272,9 @@ async fn with_one_shard_stopped_the_other_keeps_indexing_and_the_stopped_one_cat
 
 #[tokio::test]
 async fn jobs_run_once_among_competing_workers_back_off_then_die_and_dedupe_by_key() {
-    let layout = layout("").await;
+    // Patient connects: a job whose first connection timed out on a loaded machine would
+    // run twice, and this test counts attempts.
+    let layout = layout("").await.with_patient_connects();
     migrated(&layout).await;
     let mut conn = control_conn(&layout).await;
     let tenants: Vec<String> = (0..12).map(|i| format!("jobs-tenant-{i}")).collect();
