@@ -1,82 +1,26 @@
-//! What every step of a move works with: the control database (the move's record and the
-//! directory), the two shards' sessions, the tenant tables and the operator's progress
-//! lines; and the reads that the planner and several steps share.
+//! What every step of a move works with (its [`StepContext`]), and the control database
+//! reads the planner shares.
 
 use std::time::{Duration, Instant};
 
-use tokio_postgres::Client;
-
-use super::conn;
-use super::error::{DbError, MoveError, on_control};
+use super::error::{DbError, MoveError, on_control, on_db};
+use super::io::MoveIo;
 use super::progress::MoveProgress;
-use super::record::{self, MoveRecord, MoveState, Set};
-use super::transfer::{self, DeletePacing, Keys, TableInfo};
-use crate::pg::DbUrl;
+use super::record::{MoveRecord, MoveState, Set};
 use crate::pg::pool::{PgConn, PgPool};
 use crate::sharding::directory::table;
 use crate::sharding::slot_map::{self, SlotOwners};
 use crate::sharding::tenant_rows::{self, TenantTable};
 use crate::sharding::{ShardSet, Topology};
 
-/// Sessions to a move's source and destination, and its tables as the source has them.
-/// Kept between steps, so that the fence window is not spent connecting.
-pub struct Pair {
-    pub from: String,
-    pub to: String,
-    pub source: Client,
-    pub dest: Client,
-    pub tables: Vec<TableInfo>,
-    pub source_url: DbUrl,
-    pub connect_timeout: Duration,
-    /// When this process fenced the move's source, for `--max-fence`.
-    pub fenced_since: Option<Instant>,
-}
-
-impl Pair {
-    /// One catch-up round: copies up to `limit` of the changes the source logged for move
-    /// `move_id`; returns how many it applied, and adds the rows they named to `applied`.
-    pub async fn catch_up(
-        &mut self,
-        move_id: i64,
-        limit: i64,
-        applied: Option<&mut Keys>,
-    ) -> Result<u64, tokio_postgres::Error> {
-        transfer::catch_up(
-            &mut self.source,
-            &mut self.dest,
-            move_id,
-            &self.tables,
-            limit,
-            applied,
-        )
-        .await
-    }
-
-    /// Another session on the source, for a snapshot held while this pair copies on.
-    pub async fn another_source_session(&self) -> Result<Client, MoveError> {
-        conn::connect(
-            &self.source_url,
-            &format!("shard {}", self.from),
-            self.connect_timeout,
-        )
-        .await
-        .map_err(MoveError::Connect)
-    }
-
-    /// Whether these sessions serve `m` and are still open.
-    pub fn serves(&self, m: &MoveRecord) -> bool {
-        self.from == m.from && self.to == m.to && !self.source.is_closed() && !self.dest.is_closed()
-    }
-}
-
-pub struct StepContext<'a> {
+/// What a step works with: the world through `io`, the operator's options and progress
+/// lines, and when this process fenced the move (kept between steps).
+pub struct StepContext<'a, Io> {
     pub fence: FenceOptions,
-    pub delete: DeletePacing,
-    pub control: &'a PgPool,
-    pub shards: &'a ShardSet,
-    pub tables: &'static [TenantTable],
     pub progress: &'a MoveProgress,
-    pub pair: &'a mut Pair,
+    pub io: &'a mut Io,
+    /// When this process fenced the move's source, for `--max-fence`.
+    pub fenced_since: &'a mut Option<Instant>,
 }
 
 /// How the verify step treats the fence: its longest allowed length, and whether to
@@ -97,22 +41,18 @@ impl Default for FenceOptions {
     }
 }
 
-impl StepContext<'_> {
+impl<Io: MoveIo> StepContext<'_, Io> {
     /// Moves the record to `state`, setting `also` in the same statement.
     pub async fn advance(
-        &self,
+        &mut self,
         m: &mut MoveRecord,
         state: MoveState,
         also: &[Set<'_>],
     ) -> Result<(), MoveError> {
-        let mut conn = control(self.control).await?;
-        record::advance(&mut conn, m, state, also)
+        self.io
+            .advance(m, state, also)
             .await
-            .map_err(on_control("cannot record the move's progress"))
-    }
-
-    pub async fn control(&self) -> Result<PgConn, MoveError> {
-        control(self.control).await
+            .map_err(on_db("cannot record the move's progress"))
     }
 }
 

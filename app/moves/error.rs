@@ -81,6 +81,12 @@ pub enum MoveError {
          aborting would lose them", .record.id, .record.to
     )]
     AbortAfterWrites { record: Box<MoveRecord> },
+    #[error(
+        "cannot abort move {}: its rows on {} no longer match what was verified, so an \
+         interrupted delete has begun removing them; `move_slot delete` finishes the move",
+        .record.id, .record.from
+    )]
+    AbortDuringDelete { record: Box<MoveRecord> },
 
     // Failures: a step could not finish; the move's state says where it stopped.
     #[error("{what}: {source}")]
@@ -125,6 +131,8 @@ pub enum DbError {
     Record(#[from] RecordError),
     #[error("{0}")]
     Pool(String),
+    #[error(transparent)]
+    Connect(#[from] ConnectError),
 }
 
 /// The server's own message when there is one (not the driver's wrapping of it).
@@ -157,6 +165,11 @@ pub fn on_shard(what: impl Into<String>) -> impl FnOnce(tokio_postgres::Error) -
         what,
         source: DbError::Shard(e),
     }
+}
+
+/// Turns a [`MoveIo`](super::io::MoveIo) error into a failure saying what was being done.
+pub fn on_db(what: impl Into<String>) -> impl FnOnce(DbError) -> MoveError {
+    on_control(what)
 }
 
 /// Turns a control database error into a failure saying what was being done.

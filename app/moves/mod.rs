@@ -33,7 +33,11 @@
 pub mod checksum;
 mod conn;
 mod context;
+pub mod driver;
+#[cfg(test)]
+mod driver_tests;
 pub mod error;
+pub mod io;
 pub mod mover;
 pub mod pause;
 pub mod plan;

@@ -209,7 +209,9 @@ async fn a_statement_cut_by_the_server_going_away_answers_503_never_500_and_a_wr
     // parse step, before its values were sent).
     // Patient connects: the cut-off connections are replaced by new ones, which a loaded
     // machine may take longer than the default test timeout to open.
-    let mut layout = layout("primary_pool_size = 1").await.with_patient_connects();
+    let mut layout = layout("primary_pool_size = 1")
+        .await
+        .with_patient_connects();
     let (port, db) = port_of(&layout, "shard1");
     let relay = Relay::start(port).await;
     layout.shards[1].1 = relay.port;

@@ -4,7 +4,7 @@
 //! between steps.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio_postgres::Client;
 
@@ -12,12 +12,13 @@ mod advice;
 mod planning;
 
 use super::conn;
-use super::context::{self, FenceOptions, Pair, StepContext};
+use super::context::{self, FenceOptions, StepContext};
+use super::driver;
 use super::error::{MoveError, on_control, on_shard};
+use super::io::postgres::{Pair, PgMoveIo};
 use super::progress::MoveProgress;
 use super::record::{self, MoveRecord};
-use super::state::{AbortCheck, MoveState, Step, StepCheck};
-use super::steps;
+use super::state::{AbortCheck, MoveState, Step};
 use super::transfer::{self, DeletePacing};
 use crate::configuration::Settings;
 use crate::pg::DbUrl;
@@ -41,6 +42,8 @@ pub struct Mover {
     progress: MoveProgress,
     /// The current move's shard sessions, kept between steps.
     pair: Option<Pair>,
+    /// When this process fenced the current move's source (for `--max-fence`).
+    fenced_since: Option<Instant>,
     fence: FenceOptions,
     delete: DeletePacing,
 }
@@ -78,6 +81,7 @@ impl Mover {
             claim: None,
             progress: MoveProgress::new("move_slot".to_owned()),
             pair: None,
+            fenced_since: None,
             fence: FenceOptions::default(),
             delete: DeletePacing::default(),
         })
@@ -173,6 +177,7 @@ impl Mover {
         {
             return Ok(pair);
         }
+        self.fenced_since = None;
         let source = self.shard(&m.from).await?;
         let dest = self.shard(&m.to).await?;
         let tables = transfer::describe(&source, self.tables)
@@ -186,7 +191,6 @@ impl Mover {
             tables,
             source_url: self.shard_url(&m.from)?.clone(),
             connect_timeout: self.topology.connect_timeout,
-            fenced_since: None,
         })
     }
 
@@ -194,51 +198,44 @@ impl Mover {
     async fn with_context(
         &mut self,
         m: &mut MoveRecord,
-        work: impl AsyncFnOnce(&mut StepContext<'_>, &mut MoveRecord) -> Result<(), MoveError>,
+        work: impl AsyncFnOnce(
+            &mut StepContext<'_, PgMoveIo<'_>>,
+            &mut MoveRecord,
+        ) -> Result<(), MoveError>,
     ) -> Result<(), MoveError> {
         let mut pair = self.take_pair(m).await?;
+        let mut io = PgMoveIo::new(
+            &self.control,
+            &self.shards,
+            self.tables,
+            self.delete,
+            &mut pair,
+        );
         let mut cx = StepContext {
             fence: self.fence,
-            delete: self.delete,
-            control: &self.control,
-            shards: &self.shards,
-            tables: self.tables,
             progress: &self.progress,
-            pair: &mut pair,
+            io: &mut io,
+            fenced_since: &mut self.fenced_since,
         };
         let result = work(&mut cx, m).await;
+        drop(io);
         self.pair = Some(pair);
         result
     }
 
     /// Runs one step of `m`, if its state allows it (see [`MoveState::check`]). `grace` is
-    /// how long `delete` waits after the re-pin.
+    /// how long `delete` waits after the re-pin. A step that may not run connects nowhere.
     pub async fn step(
         &mut self,
         m: &mut MoveRecord,
         step: Step,
         grace: Duration,
     ) -> Result<(), MoveError> {
-        match m.state.check(step) {
-            StepCheck::Run => {}
-            StepCheck::AlreadyDone => {
-                self.progress.step(step.already());
-                return Ok(());
-            }
-            StepCheck::OutOfOrder => {
-                return Err(MoveError::OutOfOrder {
-                    record: Box::new(m.clone()),
-                    step,
-                });
-            }
+        if !driver::cleared(&self.progress, m, step)? {
+            return Ok(());
         }
-        self.with_context(m, async |cx, m| match step {
-            Step::Copy => steps::copy::run(cx, m).await,
-            Step::Verify => steps::verify::run(cx, m).await,
-            Step::Repin => steps::repin::run(cx, m).await,
-            Step::Delete => steps::delete::run(cx, m, grace).await,
-        })
-        .await
+        self.with_context(m, async |cx, m| driver::step(cx, m, step, grace).await)
+            .await
     }
 
     /// Undoes `m` (see `steps::abort`).
@@ -267,7 +264,7 @@ impl Mover {
                 Ok(())
             }
             AbortCheck::Undo => {
-                self.with_context(m, async |cx, m| steps::abort::run(cx, m).await)
+                self.with_context(m, async |cx, m| driver::abort(cx, m).await)
                     .await
             }
         }
@@ -280,19 +277,10 @@ impl Mover {
         confirm: bool,
         grace: Duration,
     ) -> Result<(), MoveError> {
-        while let Some(step) = m.state.next_step() {
-            if step == Step::Delete && !confirm {
-                self.progress.step(&format!(
-                    "stopped after the re-pin; the source rows stay until you run `move_slot \
-                     delete --from {} --to {} {} --confirm`",
-                    m.from,
-                    m.to,
-                    m.selection_args()
-                ));
-                return Ok(());
-            }
-            self.step(m, step, grace).await?;
+        if m.state.next_step().is_none() {
+            return Ok(());
         }
-        Ok(())
+        self.with_context(m, async |cx, m| driver::drive(cx, m, confirm, grace).await)
+            .await
     }
 }

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use crate::moves::context::{self, directory_row, live_owners, rows_on};
-use crate::moves::error::{MoveError, on_control, on_shard};
+use crate::moves::error::{MoveError, on_control, on_db, on_shard};
 use crate::moves::plan::{self, TenantPlan, TenantSelection};
 use crate::moves::record::{self, CreateError, MoveRecord, NewMove};
 use crate::moves::scope;
@@ -83,7 +83,9 @@ impl Mover {
                 });
             }
         }
-        let placed = scope::placed_tenants(&self.shards, &mut control, ranges).await?;
+        let placed = scope::placed_tenants(&self.shards, &mut control, ranges)
+            .await
+            .map_err(on_db("cannot read the tenant directory"))?;
         drop(control);
         let source = self.shard(from).await?;
         let dest = self.shard(to).await?;

@@ -1,18 +1,28 @@
 //! Undoing a move from wherever it stopped: routing as before, the source writable again,
-//! the copied rows removed from the destination. Refused once the move is done, or once the
-//! destination has taken writes after the re-pin (undoing would lose them).
+//! the copied rows removed from the destination. Refused once the move is done, once the
+//! destination has taken writes after the re-pin (undoing would lose them), and once an
+//! interrupted delete has begun removing the source rows.
+//!
+//! A move killed inside its re-pin is still "verified" by its record while routing may
+//! already send some of its tenants to the destination; so from "verified" on, an abort
+//! takes the careful path that puts routing back.
 
-use crate::moves::checksum::{self, TableSum};
+use super::routing;
+use crate::moves::checksum::TableSum;
 use crate::moves::context::StepContext;
-use crate::moves::error::{MoveError, on_shard};
+use crate::moves::error::{MoveError, on_db};
+use crate::moves::io::{At, MoveIo};
 use crate::moves::record::{self, MoveRecord, MoveState, Set};
 use crate::moves::scope::{Scope, Side};
 use crate::moves::tenant_guard::GuardState;
-use crate::moves::transfer;
+use crate::moves::transfer::Keys;
 
 /// Puts the shards back as they were before the move, then records it aborted.
-pub async fn run(cx: &mut StepContext<'_>, m: &mut MoveRecord) -> Result<(), MoveError> {
-    if m.state == MoveState::Repinned {
+pub async fn run<Io: MoveIo>(
+    cx: &mut StepContext<'_, Io>,
+    m: &mut MoveRecord,
+) -> Result<(), MoveError> {
+    if matches!(m.state, MoveState::Verified | MoveState::Repinned) {
         undo_repin(cx, m).await?;
     } else {
         undo_copy(cx, m).await?;
@@ -21,7 +31,10 @@ pub async fn run(cx: &mut StepContext<'_>, m: &mut MoveRecord) -> Result<(), Mov
 }
 
 /// Records the move aborted.
-pub async fn finish(cx: &StepContext<'_>, m: &mut MoveRecord) -> Result<(), MoveError> {
+pub async fn finish<Io: MoveIo>(
+    cx: &mut StepContext<'_, Io>,
+    m: &mut MoveRecord,
+) -> Result<(), MoveError> {
     cx.advance(m, MoveState::Aborted, &[Set::Now("finished_at")])
         .await?;
     cx.progress
@@ -31,63 +44,86 @@ pub async fn finish(cx: &StepContext<'_>, m: &mut MoveRecord) -> Result<(), Move
 
 /// Before the re-pin the source is authoritative: lift its guard, forget the change log,
 /// remove what was copied.
-pub async fn undo_copy(cx: &mut StepContext<'_>, m: &MoveRecord) -> Result<(), MoveError> {
+pub async fn undo_copy<Io: MoveIo>(
+    cx: &mut StepContext<'_, Io>,
+    m: &MoveRecord,
+) -> Result<(), MoveError> {
     let scope = Scope::of(m);
-    scope
-        .unguard(&mut cx.pair.source, m.id)
+    cx.io
+        .unguard(Side::Source, &scope, m.id)
         .await
-        .map_err(on_shard(format!("cannot lift the guard on {}", m.from)))?;
-    transfer::clear_changes(&cx.pair.source, m.id)
+        .map_err(on_db(format!("cannot lift the guard on {}", m.from)))?;
+    cx.io
+        .clear_changes(m.id)
         .await
-        .map_err(on_shard("cannot clear the change log"))?;
+        .map_err(on_db("cannot clear the change log"))?;
     remove_copy(cx, m, &scope).await?;
-    scope
-        .unguard(&mut cx.pair.dest, m.id)
+    cx.io
+        .unguard(Side::Dest, &scope, m.id)
         .await
-        .map_err(on_shard(format!("cannot lift the guard on {}", m.to)))?;
+        .map_err(on_db(format!("cannot lift the guard on {}", m.to)))?;
     Ok(())
 }
 
-/// After the re-pin, only if the destination is exactly as verified: fence it, route back,
-/// reopen the source, remove the copy and leave "departed" on the destination for any
-/// replica still routing there.
-async fn undo_repin(cx: &mut StepContext<'_>, m: &MoveRecord) -> Result<(), MoveError> {
+/// After the re-pin (or one that may have begun), only if both shards are exactly as
+/// verified: fence the destination, route back, reopen the source, remove the copy and
+/// leave "departed" on the destination for any replica still routing there.
+async fn undo_repin<Io: MoveIo>(
+    cx: &mut StepContext<'_, Io>,
+    m: &MoveRecord,
+) -> Result<(), MoveError> {
     let scope = Scope::of(m);
-    scope
-        .guard(&mut cx.pair.dest, m.id, GuardState::Fenced, &m.from)
+    cx.io
+        .guard(Side::Dest, &scope, m.id, GuardState::Fenced, &m.from)
         .await
-        .map_err(on_shard(format!("cannot fence the tenants on {}", m.to)))?;
+        .map_err(on_db(format!("cannot fence the tenants on {}", m.to)))?;
     // A range's new tenants may have written on the destination since the flip: they
     // count as writes too.
-    let tenants = scope.members(cx, Side::Dest).await?;
-    let now = checksum::sums(&cx.pair.dest, &cx.pair.tables, &tenants)
+    let tenants = routing::members(&scope, cx.io, m, At::Dest).await?;
+    let now = cx
+        .io
+        .sums_except(At::Dest, &tenants, &Keys::new())
         .await
-        .map_err(on_shard(format!("cannot checksum {}", m.to)))?;
+        .map_err(on_db(format!("cannot checksum {}", m.to)))?;
     let verified: Option<Vec<TableSum>> = m
         .checksums
         .clone()
         .and_then(|v| serde_json::from_value(v).ok());
     let unchanged = verified.as_deref() == Some(now.as_slice())
         && (m.slots.is_none() || record::same_tenants(&tenants, &m.tenants));
-    if !unchanged {
-        scope
-            .unguard(&mut cx.pair.dest, m.id)
+    // The source refuses the tenants' writes since the fence: only the delete step
+    // changes it.
+    let source = if unchanged {
+        let sums = cx
+            .io
+            .sums_except(At::Source, &m.tenants, &Keys::new())
             .await
-            .map_err(on_shard(format!("cannot reopen {}", m.to)))?;
-        return Err(MoveError::AbortAfterWrites {
-            record: Box::new(m.clone()),
+            .map_err(on_db(format!("cannot checksum {}", m.from)))?;
+        Some(verified.as_deref() == Some(sums.as_slice()))
+    } else {
+        None
+    };
+    if source != Some(true) {
+        cx.io
+            .unguard(Side::Dest, &scope, m.id)
+            .await
+            .map_err(on_db(format!("cannot reopen {}", m.to)))?;
+        let record = Box::new(m.clone());
+        return Err(match source {
+            None => MoveError::AbortAfterWrites { record },
+            Some(_) => MoveError::AbortDuringDelete { record },
         });
     }
-    scope.route_back(cx, m).await?;
-    scope
-        .unguard(&mut cx.pair.source, m.id)
+    routing::route_back(&scope, cx.io, m).await?;
+    cx.io
+        .unguard(Side::Source, &scope, m.id)
         .await
-        .map_err(on_shard(format!("cannot reopen {}", m.from)))?;
+        .map_err(on_db(format!("cannot reopen {}", m.from)))?;
     remove_copy(cx, m, &scope).await?;
-    scope
-        .guard(&mut cx.pair.dest, m.id, GuardState::Departed, &m.from)
+    cx.io
+        .guard(Side::Dest, &scope, m.id, GuardState::Departed, &m.from)
         .await
-        .map_err(on_shard(format!(
+        .map_err(on_db(format!(
             "cannot mark the tenants departed on {}",
             m.to
         )))?;
@@ -95,16 +131,16 @@ async fn undo_repin(cx: &mut StepContext<'_>, m: &MoveRecord) -> Result<(), Move
 }
 
 /// Removes the move's copied rows from the destination.
-async fn remove_copy(
-    cx: &mut StepContext<'_>,
+async fn remove_copy<Io: MoveIo>(
+    cx: &mut StepContext<'_, Io>,
     m: &MoveRecord,
     scope: &Scope,
 ) -> Result<(), MoveError> {
-    let tenants = scope.members(cx, Side::Dest).await?;
-    let pair = &mut *cx.pair;
-    transfer::delete_moved_rows(&mut pair.dest, m.id, &tenants, &pair.tables, cx.delete)
+    let tenants = routing::members(scope, cx.io, m, At::Dest).await?;
+    cx.io
+        .delete_moved_rows(Side::Dest, m.id, &tenants)
         .await
-        .map_err(on_shard(format!(
+        .map_err(on_db(format!(
             "cannot remove the copied rows from {}",
             m.to
         )))?;

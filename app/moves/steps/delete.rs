@@ -2,41 +2,47 @@
 //! destination and every web replica's cache (directory entries, slot map) has had `grace`
 //! to expire.
 
+use super::routing;
 use std::time::Duration;
 
 use crate::moves::context::StepContext;
-use crate::moves::error::{MoveError, on_control, on_shard};
-use crate::moves::record::{self, MoveRecord, MoveState, Set};
+use crate::moves::error::{MoveError, on_db};
+use crate::moves::io::{At, MoveIo};
+use crate::moves::record::{MoveRecord, MoveState, Set};
 use crate::moves::scope::{Scope, Side};
-use crate::moves::transfer;
 
-pub async fn run(
-    cx: &mut StepContext<'_>,
+pub async fn run<Io: MoveIo>(
+    cx: &mut StepContext<'_, Io>,
     m: &mut MoveRecord,
     grace: Duration,
 ) -> Result<(), MoveError> {
     let scope = Scope::of(m);
-    scope.still_routed_to_destination(cx, m).await?;
-    let wait = record::until_repin_is(&mut *cx.control().await?, m.id, grace)
+    routing::still_routed_to_destination(&scope, cx.io, m).await?;
+    let wait = cx
+        .io
+        .until_repin_is(m.id, grace)
         .await
-        .map_err(on_control("cannot read the re-pin time"))?;
-    if wait > 0.0 {
+        .map_err(on_db("cannot read the re-pin time"))?;
+    if !wait.is_zero() {
         cx.progress.step(&format!(
-            "waiting {wait:.1} s so that every web replica's routing cache has expired \
-             (--grace)"
+            "waiting {:.1} s so that every web replica's routing cache has expired \
+             (--grace)",
+            wait.as_secs_f64()
         ));
-        tokio::time::sleep(Duration::from_secs_f64(wait)).await;
+        tokio::time::sleep(wait).await;
     }
     // The source refuses the range's writes since the fence, so this is what was verified.
-    let tenants = scope.members(cx, Side::Source).await?;
-    let pair = &mut *cx.pair;
-    let deleted =
-        transfer::delete_moved_rows(&mut pair.source, m.id, &tenants, &pair.tables, cx.delete)
-            .await
-            .map_err(on_shard(format!("cannot delete the rows on {}", m.from)));
-    let cleared = transfer::clear_changes(&pair.source, m.id)
+    let tenants = routing::members(&scope, cx.io, m, At::Source).await?;
+    let deleted = cx
+        .io
+        .delete_moved_rows(Side::Source, m.id, &tenants)
         .await
-        .map_err(on_shard("cannot clear the change log"));
+        .map_err(on_db(format!("cannot delete the rows on {}", m.from)));
+    let cleared = cx
+        .io
+        .clear_changes(m.id)
+        .await
+        .map_err(on_db("cannot clear the change log"));
     let deleted = deleted?;
     cleared?;
     cx.advance(

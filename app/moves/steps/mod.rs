@@ -7,4 +7,5 @@ pub mod abort;
 pub mod copy;
 pub mod delete;
 pub mod repin;
+pub mod routing;
 pub mod verify;

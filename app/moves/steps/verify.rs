@@ -13,26 +13,24 @@
 //! The recorded fingerprint is that of the whole verified state either way: the snapshot's
 //! checksum, minus what the changed rows were then, plus what they are now.
 
+use super::routing;
 use std::time::Instant;
-
-use tokio_postgres::Client;
 
 use super::abort::undo_copy;
 use super::copy::{CATCH_UP_BATCH, catch_up_until_small};
 use crate::moves::checksum::{self, TableSum};
 use crate::moves::context::StepContext;
-use crate::moves::error::{MoveError, on_shard};
-use crate::moves::pause::{PausePoint, pause_at};
-use crate::moves::plan::tenants_with_rows;
+use crate::moves::error::{MoveError, on_db};
+use crate::moves::io::{At, MoveIo};
+use crate::moves::pause::PausePoint;
 use crate::moves::record::{MoveRecord, MoveState, Set};
 use crate::moves::scope::{Scope, Side};
 use crate::moves::tenant_guard::GuardState;
-use crate::moves::transfer::{self, Keys, TableInfo};
+use crate::moves::transfer::{self, Keys};
 
-/// The verification made ahead of the fence, kept for the check inside it.
+/// The verification made ahead of the fence, kept for the check inside it (the source
+/// snapshot its `sums` were read in stays open in the [`MoveIo`] until then).
 struct Ahead {
-    /// A source session still holding the snapshot `sums` were read in.
-    snapshot: Client,
     members: Vec<String>,
     /// Per table, at the snapshot, without the rows in `pending`.
     sums: Vec<TableSum>,
@@ -49,7 +47,10 @@ struct Verified {
     how: String,
 }
 
-pub async fn run(cx: &mut StepContext<'_>, m: &mut MoveRecord) -> Result<(), MoveError> {
+pub async fn run<Io: MoveIo>(
+    cx: &mut StepContext<'_, Io>,
+    m: &mut MoveRecord,
+) -> Result<(), MoveError> {
     let scope = Scope::of(m);
     let mut ahead = None;
     if m.state == MoveState::Copied {
@@ -59,19 +60,22 @@ pub async fn run(cx: &mut StepContext<'_>, m: &mut MoveRecord) -> Result<(), Mov
                 Err(failure) => return abort(cx, m, failure).await,
             }
         }
-        scope
-            .guard(&mut cx.pair.source, m.id, GuardState::Fenced, &m.to)
+        cx.io
+            .guard(Side::Source, &scope, m.id, GuardState::Fenced, &m.to)
             .await
-            .map_err(on_shard(format!("cannot fence the tenants on {}", m.from)))?;
-        cx.pair.fenced_since = Some(Instant::now());
+            .map_err(on_db(format!("cannot fence the tenants on {}", m.from)))?;
+        *cx.fenced_since = Some(Instant::now());
         cx.advance(m, MoveState::Fenced, &[Set::Now("fenced_at")])
             .await?;
         cx.progress
             .step(&format!("fenced: {} refuses the tenants' writes", m.from));
-        pause_at(PausePoint::AfterFence);
+        cx.io
+            .pause(PausePoint::AfterFence)
+            .await
+            .map_err(on_db("paused after the fence"))?;
     } else {
         // Fenced by an earlier run: what changed since its verification is not known here.
-        cx.pair.fenced_since.get_or_insert_with(Instant::now);
+        cx.fenced_since.get_or_insert_with(Instant::now);
         if !cx.fence.full {
             cx.progress.step(
                 "the move was fenced by an earlier run: comparing every row inside the fence",
@@ -83,10 +87,10 @@ pub async fn run(cx: &mut StepContext<'_>, m: &mut MoveRecord) -> Result<(), Mov
     loop {
         let changed = ahead.as_mut().map(|a: &mut Ahead| &mut a.changed);
         let n = cx
-            .pair
+            .io
             .catch_up(m.id, CATCH_UP_BATCH, changed)
             .await
-            .map_err(on_shard("final copy failed"))?;
+            .map_err(on_db("final copy failed"))?;
         applied += n;
         if n == 0 {
             break;
@@ -129,48 +133,27 @@ pub async fn run(cx: &mut StepContext<'_>, m: &mut MoveRecord) -> Result<(), Mov
 
 /// Compares the two shards while the tenants stay writable; then copies what was written
 /// meanwhile, noting each row it copies.
-async fn verify_ahead(
-    cx: &mut StepContext<'_>,
+async fn verify_ahead<Io: MoveIo>(
+    cx: &mut StepContext<'_, Io>,
     m: &MoveRecord,
     scope: &Scope,
 ) -> Result<Result<Ahead, MoveError>, MoveError> {
     let started = Instant::now();
-    let snapshot = cx.pair.another_source_session().await?;
-    let in_snapshot = on_shard(format!("cannot read a snapshot of {}", m.from));
-    // The snapshot is taken at the first statement; nothing copies to the destination
-    // until both sides are read, so the destination holds exactly the snapshot's rows
-    // except those with a change logged but not copied yet (`pending`).
-    snapshot
-        .batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+    // Nothing copies to the destination until both sides are read, so the destination
+    // holds exactly the snapshot's rows except those with a change logged but not copied
+    // yet (`pending`).
+    let pending = cx
+        .io
+        .open_snapshot(m.id)
         .await
-        .map_err(in_snapshot)?;
-    let mut pending = Keys::new();
-    for row in snapshot
-        .query(
-            "SELECT table_name, tenant_key, row_key FROM _autumn_move_changes WHERE move_id = $1",
-            &[&m.id],
-        )
-        .await
-        .map_err(on_shard(format!(
-            "cannot read the change log on {}",
-            m.from
-        )))?
-    {
-        transfer::note(&mut pending, row.get(0), row.get(1), row.get(2));
-    }
-    let members = scope.members_on(cx, &snapshot, &m.from).await?;
-    let at_source = match compare_tables(
-        &snapshot,
-        &cx.pair.dest,
-        &cx.pair.tables,
-        m,
-        &members,
-        &pending,
-    )
-    .await?
-    {
+        .map_err(on_db(format!("cannot read a snapshot of {}", m.from)))?;
+    let members = routing::members(scope, cx.io, m, At::Snapshot).await?;
+    let at_source = match compare_tables(cx, At::Snapshot, m, &members, &pending).await? {
         Ok(sums) => sums,
-        Err(failure) => return Ok(Err(failure)),
+        Err(failure) => {
+            cx.io.close_snapshot();
+            return Ok(Err(failure));
+        }
     };
     let rows: i64 = at_source.iter().map(|s| s.rows).sum();
     cx.progress.step(&format!(
@@ -180,11 +163,8 @@ async fn verify_ahead(
         transfer::key_count(&pending)
     ));
     let mut changed = pending.clone();
-    catch_up_until_small(cx.pair, m.id, Some(&mut changed))
-        .await
-        .map_err(on_shard("catch-up copy failed"))?;
+    catch_up_until_small(cx.io, m.id, Some(&mut changed)).await?;
     Ok(Ok(Ahead {
-        snapshot,
         members,
         sums: at_source,
         pending,
@@ -194,12 +174,11 @@ async fn verify_ahead(
 
 /// Inside the fence, after a verification ahead of it: compares only the rows changed
 /// since its snapshot.
-async fn compare_changed(
-    cx: &mut StepContext<'_>,
+async fn compare_changed<Io: MoveIo>(
+    cx: &mut StepContext<'_, Io>,
     m: &MoveRecord,
     ahead: Ahead,
 ) -> Result<Result<Verified, MoveError>, MoveError> {
-    let pair = &*cx.pair;
     // Rows changed after the snapshot were counted in `sums` as they were then.
     let mut since = ahead.changed.clone();
     for (table, keys) in &ahead.pending {
@@ -208,14 +187,14 @@ async fn compare_changed(
         }
     }
     let (now_source, now_dest, then) = tokio::join!(
-        checksum::row_hashes(&pair.source, &pair.tables, &ahead.changed),
-        checksum::row_hashes(&pair.dest, &pair.tables, &ahead.changed),
-        checksum::row_hashes(&ahead.snapshot, &pair.tables, &since)
+        cx.io.row_hashes(At::Source, &ahead.changed),
+        cx.io.row_hashes(At::Dest, &ahead.changed),
+        cx.io.row_hashes(At::Snapshot, &since)
     );
-    let now_source = now_source.map_err(on_shard(format!("cannot checksum {}", m.from)))?;
-    let now_dest = now_dest.map_err(on_shard(format!("cannot checksum {}", m.to)))?;
-    let then = then.map_err(on_shard(format!("cannot checksum {}", m.from)))?;
-    drop(ahead.snapshot);
+    cx.io.close_snapshot();
+    let now_source = now_source.map_err(on_db(format!("cannot checksum {}", m.from)))?;
+    let now_dest = now_dest.map_err(on_db(format!("cannot checksum {}", m.to)))?;
+    let then = then.map_err(on_db(format!("cannot checksum {}", m.from)))?;
     if let Some(failure) = mismatch(checksum::row_differences(&now_source, &now_dest)) {
         return Ok(Err(failure));
     }
@@ -231,9 +210,11 @@ async fn compare_changed(
                 .map(|(tenant, _)| tenant.clone())
                 .collect();
             let touched: Vec<String> = touched.into_iter().collect();
-            let still = tenants_with_rows(&pair.source, cx.tables, &touched)
+            let still = cx
+                .io
+                .tenants_with_rows(At::Source, &touched)
                 .await
-                .map_err(on_shard(format!("cannot list the tenants on {}", m.from)))?;
+                .map_err(on_db(format!("cannot list the tenants on {}", m.from)))?;
             let mut all: std::collections::BTreeSet<String> = ahead
                 .members
                 .into_iter()
@@ -254,23 +235,14 @@ async fn compare_changed(
 }
 
 /// Inside the fence: one checksum per table over every row, on both shards.
-async fn compare_all(
-    cx: &mut StepContext<'_>,
+async fn compare_all<Io: MoveIo>(
+    cx: &mut StepContext<'_, Io>,
     m: &MoveRecord,
     scope: &Scope,
 ) -> Result<Result<Verified, MoveError>, MoveError> {
     // Fenced: the members cannot change any more (a range's new tenants included).
-    let tenants = scope.members(cx, Side::Source).await?;
-    let pair = &*cx.pair;
-    let found = compare_tables(
-        &pair.source,
-        &pair.dest,
-        &pair.tables,
-        m,
-        &tenants,
-        &Keys::new(),
-    )
-    .await?;
+    let tenants = routing::members(scope, cx.io, m, At::Source).await?;
+    let found = compare_tables(cx, At::Source, m, &tenants, &Keys::new()).await?;
     Ok(found.map(|sums| Verified {
         tenants,
         sums,
@@ -278,23 +250,22 @@ async fn compare_all(
     }))
 }
 
-/// Fingerprints `tenants` per table on both shards at once (`source` may be a snapshot
-/// session), leaving out the rows `except` names; the source's fingerprints, or the
-/// verification failure naming every table that differs.
-async fn compare_tables(
-    source: &Client,
-    dest: &Client,
-    tables: &[TableInfo],
+/// Fingerprints `tenants` per table at `source` (the source, or its snapshot) and on the
+/// destination at once, leaving out the rows `except` names; the source's fingerprints,
+/// or the verification failure naming every table that differs.
+async fn compare_tables<Io: MoveIo>(
+    cx: &StepContext<'_, Io>,
+    source: At,
     m: &MoveRecord,
     tenants: &[String],
     except: &Keys,
 ) -> Result<Result<Vec<TableSum>, MoveError>, MoveError> {
     let (at_source, at_dest) = tokio::join!(
-        checksum::sums_except(source, tables, tenants, except),
-        checksum::sums_except(dest, tables, tenants, except)
+        cx.io.sums_except(source, tenants, except),
+        cx.io.sums_except(At::Dest, tenants, except)
     );
-    let at_source = at_source.map_err(on_shard(format!("cannot checksum {}", m.from)))?;
-    let at_dest = at_dest.map_err(on_shard(format!("cannot checksum {}", m.to)))?;
+    let at_source = at_source.map_err(on_db(format!("cannot checksum {}", m.from)))?;
+    let at_dest = at_dest.map_err(on_db(format!("cannot checksum {}", m.to)))?;
     Ok(
         match mismatch(checksum::differences(&at_source, &at_dest)) {
             Some(failure) => Err(failure),
@@ -311,8 +282,8 @@ fn mismatch(differences: Vec<String>) -> Option<MoveError> {
 }
 
 /// A mismatch: the copy is undone, the move aborted, the source authoritative as before.
-async fn abort(
-    cx: &mut StepContext<'_>,
+async fn abort<Io: MoveIo>(
+    cx: &mut StepContext<'_, Io>,
     m: &mut MoveRecord,
     failure: MoveError,
 ) -> Result<(), MoveError> {
@@ -330,24 +301,24 @@ async fn abort(
 /// Lifts the fence if it has been up longer than `--max-fence` (`during` says what it was
 /// waiting for): the source takes the tenants' writes again and keeps capturing them, and
 /// the move is back at "copied", to be resumed.
-pub async fn within_fence_cap(
-    cx: &mut StepContext<'_>,
+pub async fn within_fence_cap<Io: MoveIo>(
+    cx: &mut StepContext<'_, Io>,
     m: &mut MoveRecord,
     scope: &Scope,
     during: &'static str,
 ) -> Result<(), MoveError> {
-    let Some(since) = cx.pair.fenced_since else {
+    let Some(since) = *cx.fenced_since else {
         return Ok(());
     };
     let took = since.elapsed();
     if took <= cx.fence.max {
         return Ok(());
     }
-    scope
-        .guard(&mut cx.pair.source, m.id, GuardState::Capturing, &m.to)
+    cx.io
+        .guard(Side::Source, scope, m.id, GuardState::Capturing, &m.to)
         .await
-        .map_err(on_shard(format!("cannot lift the fence on {}", m.from)))?;
-    cx.pair.fenced_since = None;
+        .map_err(on_db(format!("cannot lift the fence on {}", m.from)))?;
+    *cx.fenced_since = None;
     let failure = MoveError::FenceTooLong {
         move_id: m.id,
         max_ms: cx.fence.max.as_millis(),
