@@ -23,15 +23,6 @@ pub struct TableSum {
     pub checksum: String,
 }
 
-/// Fingerprints `tenants`' rows in each table on the connected shard.
-pub async fn sums(
-    shard: &Client,
-    tables: &[TableInfo],
-    tenants: &[String],
-) -> Result<Vec<TableSum>, tokio_postgres::Error> {
-    sums_except(shard, tables, tenants, &Keys::new()).await
-}
-
 /// What differs between the source's and the destination's fingerprints, table by table.
 pub fn differences(source: &[TableSum], dest: &[TableSum]) -> Vec<String> {
     source
@@ -47,7 +38,8 @@ pub fn differences(source: &[TableSum], dest: &[TableSum]) -> Vec<String> {
         .collect()
 }
 
-/// Like [`sums`], leaving out the rows `except` names (rows with a change not yet copied,
+/// Fingerprints `tenants`' rows in each table on the connected shard, leaving out the rows
+/// `except` names (rows with a change not yet copied,
 /// compared one by one later). `tables` and `except` are the same on both shards, so the
 /// two fingerprints cover the same rows.
 pub async fn sums_except(
@@ -91,7 +83,7 @@ pub async fn sums_except(
 }
 
 /// Each row `keys` names that the connected shard has: its 64-bit hash (the same as
-/// [`sums`] adds up), by table, tenant and key. Rows it does not have are absent.
+/// [`sums_except`] adds up), by table, tenant and key. Rows it does not have are absent.
 pub async fn row_hashes(
     shard: &Client,
     tables: &[TableInfo],
