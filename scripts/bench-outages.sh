@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Times what a shard1 tenant sees through nginx when shard1's primary is stopped and when it
 # is paused (a partition), on a compose stack of its own, and prints the figures the
-# README's outage table reports. Not part of CI (tests/stack/ asserts the targets there).
+# outage table in docs/outages.md reports. Not part of CI (tests/stack/ asserts the targets there).
 # Offline machines: build the stand-ins first (scripts/build-offline-images.sh and
 # scripts/build-offline-app-image.sh); they are used when present.
 set -euo pipefail

@@ -8,7 +8,7 @@
 #   2. worker: only the worker restarted: docker's work for one restart on these cores,
 #              with no replica of the request path touched (the floor for phase 3);
 #   3. roll:   scripts/rolling-restart.sh restarts web1, web2 and the worker;
-#   4. add:    the README's "Adding a shard": shard2 started and migrated, then a rolling
+#   4. add:    docs/deploys.md's "Adding a shard": shard2 started and migrated, then a rolling
 #              restart with shard2 (drained) in every replica's topology;
 #   5. move:   `move_slot run --slots 3072-8191`, about a third of all tenants, onto shard2;
 #   6. after:  the steady load again, with three shards.

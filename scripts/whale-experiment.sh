@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whale experiment of docs/load-testing.md, rerunnable: on a compose stack of its own,
 # loadgen sends the same open-loop load four times and writes each run's report, JSON and
-# plot under docs/load-testing/ (or $OUT), then prints the summary table the document shows.
+# plot under docs/results/load-testing/ (or $OUT), then prints the summary table the
+# document shows.
 #
 #   1. baseline: uniform tenants, no whale;
 #   2. whale:    one tenant (whale-corp) takes half of all requests, on a shard it shares;
@@ -9,7 +10,7 @@
 #   4. moved:    the same as 2 after `move_slot` moved whale-corp to the other shard and
 #                SETTLE seconds of unrecorded load (the source shard's aftermath);
 #   5. own shard: the same after a third shard (postgres-shard-2, capped like the others)
-#                joined as in the README's "Adding a shard" and whale-corp moved onto it by
+#                joined as in docs/deploys.md's "Adding a shard" and whale-corp moved onto it by
 #                itself while the load ran (recorded as 5-moving), then SETTLE seconds.
 #
 # On one machine every container shares the same cores, so a busy shard would slow the
@@ -30,7 +31,7 @@ SHARD_CPUS=${SHARD_CPUS:-0.2}
 DURATION=${DURATION:-30s}
 TENANTS=${TENANTS:-100}
 PREFILL=${PREFILL:-20}
-OUT=${OUT:-docs/load-testing}
+OUT=${OUT:-docs/results/load-testing}
 WHALE=whale-corp
 export COMPOSE_PROJECT_NAME=bookmarks-whale
 export BOOKMARKS_HTTP_PORT=${BOOKMARKS_HTTP_PORT:-18081}
@@ -90,7 +91,7 @@ if [ "${SETTLE:-20}" != 0 ]; then
 fi
 run 4-moved --whale "$WHALE=0.5"
 
-echo "== adding shard2 (drained; README, \"Adding a shard\")"
+echo "== adding shard2 (drained; docs/deploys.md, \"Adding a shard\")"
 export COMPOSE_FILE="$COMPOSE_FILE:docker-compose.shard2.yml"
 docker compose up -d --wait postgres-shard-2 >/dev/null 2>&1
 docker update --cpus "$SHARD_CPUS" "$(docker compose ps -q postgres-shard-2)" >/dev/null

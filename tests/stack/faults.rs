@@ -46,7 +46,7 @@ pub async fn no_acknowledged_write_is_lost_under_faults(stack: &Stack) {
         timeline: Some(timeline.clone()),
         ..Config::default()
     };
-    // The README's "Adding a shard" put shard2 in every app service's topology: the
+    // docs/deploys.md's "Adding a shard" put shard2 in every app service's topology: the
     // nemesis's commands (and move_slot) must see it there too.
     let files = format!("{}:{ROOT}/docker-compose.shard2.yml", stack.files.join(":"));
     let nemesis = stack

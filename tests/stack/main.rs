@@ -1,8 +1,8 @@
 //! End to end through nginx on the real compose stack: two web replicas, control, shard0
-//! with its streaming replica, shard1. Runs the README walkthrough, checks placement in the
+//! with its streaming replica, shard1. Runs the quick start and the walkthrough, checks placement in the
 //! shard containers, stops a shard, freezes (pauses) a shard primary, a replica and the
 //! control database, restarts both web replicas and the worker and adds a third shard
-//! (the README's "Adding a shard") under a mixed load that must see no failed request, stops
+//! (docs/deploys.md, "Adding a shard") under a mixed load that must see no failed request, stops
 //! and kills a web replica under read load, and tears everything down.
 //!
 //! `BOOKMARKS_STACK_OFFLINE=1` adds docker-compose.offline.yml (local stand-in images, built
@@ -13,6 +13,8 @@
 mod browser;
 #[path = "../common/mod.rs"]
 mod common;
+#[path = "../common/doc_sections.rs"]
+mod doc_sections;
 mod faults;
 mod rolling;
 
@@ -325,39 +327,32 @@ fn offline() -> bool {
     std::env::var("BOOKMARKS_STACK_OFFLINE").is_ok_and(|v| v == "1")
 }
 
-/// A README section's shell snippets (between `<!-- NAME:start -->` and `<!-- NAME:end -->`),
-/// with the published port substituted.
-fn readme_snippets(port: u16, name: &str) -> Vec<String> {
-    let readme = std::fs::read_to_string(format!("{ROOT}/README.md")).unwrap();
-    let start = readme
-        .find(&format!("<!-- {name}:start -->"))
-        .unwrap_or_else(|| panic!("README has a {name} section"));
-    let end = readme
-        .find(&format!("<!-- {name}:end -->"))
-        .unwrap_or_else(|| panic!("the {name} section ends"));
-    readme[start..end]
-        .split("```sh\n")
-        .skip(1)
-        .map(|block| {
-            block
-                .split("```")
-                .next()
-                .unwrap()
-                .replace("localhost:8080", &format!("localhost:{port}"))
-        })
+/// A run section's shell snippets (see `doc_sections`), with the published port
+/// substituted.
+fn doc_snippets(port: u16, section: &str) -> Vec<String> {
+    let page = doc_sections::page_of(section);
+    let text = std::fs::read_to_string(format!("{ROOT}/{page}")).unwrap();
+    doc_sections::sh_blocks(&text, section)
+        .unwrap_or_else(|| panic!("{page} has a {section} section"))
+        .into_iter()
+        .map(|s| s.replace("localhost:8080", &format!("localhost:{port}")))
         .collect()
 }
 
-/// Runs a README section verbatim in one shell, as a reader pastes it into one terminal
+/// The run sections this process has run, so that the stack test can show it ran them all.
+static SECTIONS_RUN: Mutex<Vec<&'static str>> = Mutex::new(Vec::new());
+
+/// Runs a documented section verbatim in one shell, as a reader pastes it into one terminal
 /// (`env` stands for what earlier sections left in that shell); returns what it printed.
-fn run_readme(stack: &Stack, name: &str, env: &[(&str, &str)]) -> String {
-    let snippets = readme_snippets(stack.port, name);
+fn run_section(stack: &Stack, name: &'static str, env: &[(&str, &str)]) -> String {
+    SECTIONS_RUN.lock().unwrap().push(name);
+    let snippets = doc_snippets(stack.port, name);
     assert!(!snippets.is_empty(), "{name}: no snippets");
     // Each snippet announces itself on stderr, so that a failure names its snippet.
     let script: String = snippets
         .iter()
         .enumerate()
-        .map(|(i, snippet)| format!("echo '== README snippet {}' >&2\n{snippet}\n", i + 1))
+        .map(|(i, snippet)| format!("echo '== snippet {}' >&2\n{snippet}\n", i + 1))
         .collect();
     // Bounded: a snippet that waits for recovery must not hang the suite.
     let out = stack
@@ -369,13 +364,14 @@ fn run_readme(stack: &Stack, name: &str, env: &[(&str, &str)]) -> String {
     let stderr = String::from_utf8_lossy(&out.stderr);
     let failed_in = stderr
         .lines()
-        .filter_map(|l| l.strip_prefix("== README snippet "))
+        .filter_map(|l| l.strip_prefix("== snippet "))
         .next_back()
         .and_then(|n| n.parse::<usize>().ok())
         .and_then(|n| snippets.get(n - 1));
     assert!(
         out.status.success(),
-        "the README's {name} failed in:\n{}\nstdout: {}\nstderr: {stderr}",
+        "{}'s {name} section failed in:\n{}\nstdout: {}\nstderr: {stderr}",
+        doc_sections::page_of(name),
         failed_in.map_or("(before the first snippet)", |s| s.as_str()),
         String::from_utf8_lossy(&out.stdout),
     );
@@ -506,7 +502,7 @@ fn circuit_open_on_both(stack: &Stack, shard: &str, role: &str) -> bool {
 }
 
 /// A partition, not a stop: `docker compose pause` freezes a server so that connections
-/// stay open and nothing answers. Checks the targets of the README's outage table for a
+/// stay open and nothing answers. Checks the targets of the outage table in docs/outages.md for a
 /// shard primary, the shard0 replica and the control database.
 async fn partitions_cost_one_timeout_then_fail_fast(stack: &Stack) {
     for tenant in ["acme-corp", "hooli"] {
@@ -714,10 +710,18 @@ async fn the_compose_stack_serves_through_nginx_survives_outages_and_tears_down_
         "en_US.utf8"
     );
 
-    // The README walkthrough, verbatim: the keys made by its first snippet are used by
-    // the others.
-    assert!(readme_snippets(port, "walkthrough").len() >= 4);
-    let said = run_readme(&stack, "walkthrough", &[]);
+    // The README's quick start, verbatim: a first key, a first bookmark, a route.
+    let said = run_section(&stack, "quickstart", &[]);
+    assert!(
+        said.contains("\"url\":\"https://www.postgresql.org/docs/15/\"")
+            && said.to_ascii_lowercase().contains("x-shard: shard1")
+            && said.contains("\"via\":\"hash\""),
+        "the quick start saved and listed acme-corp's first bookmark on shard1 and routed it: {said}"
+    );
+
+    // The walkthrough, verbatim: the keys made by its first snippet are used by the others.
+    assert!(doc_snippets(port, "walkthrough").len() >= 4);
+    let said = run_section(&stack, "walkthrough", &[]);
     assert!(
         said.contains("\"missing_credentials\"") && said.contains("\"tenant_mismatch\""),
         "the walkthrough shows a request without a key and one with another tenant's: {said}"
@@ -1022,6 +1026,14 @@ async fn the_compose_stack_serves_through_nginx_survives_outages_and_tears_down_
     rolling::deploys_and_a_third_shard_fail_no_request(&stack).await;
 
     faults::no_acknowledged_write_is_lost_under_faults(&stack).await;
+
+    let run = SECTIONS_RUN.lock().unwrap().clone();
+    for (page, section) in doc_sections::RUN_SECTIONS {
+        assert!(
+            run.contains(section),
+            "{page}'s {section} section is run by this test"
+        );
+    }
 
     // A web replica leaving, gracefully and not: readers never notice. The second to go is
     // the one that stayed up, while nginx may still hold the first one's stop against it

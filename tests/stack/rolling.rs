@@ -1,6 +1,6 @@
 //! Deploys and a third shard: requests held in flight across a replica's SIGTERM are all
 //! answered; then `loadgen --verify` sends a steady mix of creates, reads, updates and
-//! deletes through nginx while the README's "Adding a shard" runs (both replicas and the
+//! deletes through nginx while docs/deploys.md's "Adding a shard" runs (both replicas and the
 //! worker restarted, a range moved onto the new shard). No request may fail, and the
 //! checker must find every acknowledged write afterwards.
 
@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::{ROOT, Stack, eventually, run_readme};
+use super::{ROOT, Stack, eventually, run_section};
 
 /// The load's seed: every bookmark it creates has a URL under `https://example.com/11/run-`.
 const SEED: u64 = 11;
@@ -170,7 +170,7 @@ async fn held_creates_across_a_sigterm(stack: &Stack) {
 }
 
 /// The whole check: a replica's SIGTERM with requests in flight, then, under load, the
-/// README's "Adding a shard" (a full rolling restart and a range move onto shard2), then the
+/// docs/deploys.md's "Adding a shard" (a full rolling restart and a range move onto shard2), then the
 /// load's verdict and a look at shard2.
 pub async fn deploys_and_a_third_shard_fail_no_request(stack: &Stack) {
     // Before the load: the held creates lock shard1's table for 6 s, long enough for the
@@ -189,7 +189,7 @@ pub async fn deploys_and_a_third_shard_fail_no_request(stack: &Stack) {
     assert!(under_way, "the load's creates land before the deploy");
 
     let (hooli_key, _) = stack.key_of("hooli").await;
-    let said = run_readme(stack, "add-shard", &[("HOOLI_KEY", &hooli_key)]);
+    let said = run_section(stack, "add-shard", &[("HOOLI_KEY", &hooli_key)]);
     // The load goes on after it: its creates land on the three shards.
     let three_shards = ["postgres-shard-0", "postgres-shard-1", "postgres-shard-2"];
     let after = load_creates(stack, &three_shards);
