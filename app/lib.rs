@@ -9,7 +9,8 @@
 //! - [`sharding`]: keys, slots, topology, the shard set, routers and the directory. Knows
 //!   nothing of bookmarks.
 //! - [`configuration`]: loads `autumn.toml` plus `AUTUMN_*` environment overrides.
-//! - [`tenancy`]: `TenantId` and how a request names its tenant.
+//! - [`tenancy`]: `TenantId`, how a request names and proves its tenant, API keys, and the
+//!   tenant's members with their roles.
 //! - [`migrate`]: embedded migrations for the control database and the shards.
 //! - [`telemetry`]: the log subscriber, and `MetricSource`, what contributes figures to
 //!   the metrics endpoints.
@@ -18,6 +19,7 @@
 //! - [`bookmarks`]: the feature itself (API, HTML UI, stats); never computes a slot.
 //! - [`search`]: full-text search and the per-shard reindexer.
 //! - [`jobs`]: the job queue on the control database and its worker.
+//! - [`members`]: a tenant's admins manage its members and their keys over the API.
 //! - [`fairness`]: the per-tenant bulkhead and the busiest tenants with placement advice.
 //! - [`moves`]: online tenant moves between shards (the `move_slot` tool).
 //! - [`admin`]: the operator's cross-shard admin page (only with `ADMIN_TOKEN`).
@@ -34,6 +36,7 @@ pub mod cli;
 pub mod configuration;
 pub mod fairness;
 pub mod jobs;
+pub mod members;
 pub mod migrate;
 pub mod moves;
 pub mod pg;

@@ -43,6 +43,9 @@ fn key_check(c: &mut Criterion) {
             Some(Credential {
                 id: i,
                 tenant: tenant.clone(),
+                member: uuid::Uuid::nil(),
+                member_name: "Owner".to_owned(),
+                role: bookmarks_sharded::tenancy::members::Role::Admin,
                 revoked: false,
             }),
         );

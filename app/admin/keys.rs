@@ -15,6 +15,7 @@ use super::state::{AdminState, tenant_param};
 use crate::tenancy::TenantId;
 use crate::tenancy::api_key::ApiKey;
 use crate::tenancy::keys::{self, KeyNote, KeyRow};
+use crate::tenancy::members::{self, Member};
 use crate::web::error::ApiError;
 use crate::web::extract::{ApiJson, ApiPath};
 use crate::web::openapi::{ErrorBody, TenantIdSchema};
@@ -30,6 +31,22 @@ pub async fn of_tenant(state: &AdminState, tenant: &TenantId) -> Result<Vec<KeyR
         .await
 }
 
+/// `tenant`'s members, oldest first.
+pub async fn members_of(
+    state: &AdminState,
+    tenant: &TenantId,
+) -> Result<Vec<Member>, ControlError> {
+    let tenant = tenant.clone();
+    state
+        .control
+        .run("list members", move |conn| {
+            Box::pin(async move { members::list(conn, &tenant).await })
+        })
+        .await
+}
+
+/// A key for `tenant`'s owner (its oldest active admin, made for a tenant with no member
+/// yet).
 pub async fn create(
     state: &AdminState,
     tenant: &TenantId,

@@ -17,6 +17,7 @@ use crate::sharding::router::{PinRouter, RouteVia};
 use crate::sharding::tenant_rows;
 use crate::tenancy::TenantId;
 use crate::tenancy::keys::KeyRow;
+use crate::tenancy::members::Member;
 
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct RowsOnShard {
@@ -48,6 +49,10 @@ pub struct TenantReport {
     pub moves: Vec<MoveSummary>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub moves_error: Option<String>,
+    /// The tenant's members and their roles.
+    pub members: Vec<Member>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub members_error: Option<String>,
     /// The tenant's API keys (never the keys themselves).
     pub keys: Vec<KeyRow>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -71,11 +76,12 @@ pub async fn report(state: &AdminState, cross: &CrossShard, tenant: &TenantId) -
         let tenant = owned.clone();
         Box::pin(async move { tenant_rows::count(conn, TENANT_TABLES, &tenant).await })
     });
-    let (directory, counts, moves, api_keys) = futures::join!(
+    let (directory, counts, moves, api_keys, people) = futures::join!(
         directory,
         counts,
         moves::recent(state, Some(key)),
-        keys::of_tenant(state, tenant)
+        keys::of_tenant(state, tenant),
+        keys::members_of(state, tenant)
     );
 
     let (directory_pin, effective, directory_error) = match directory {
@@ -133,8 +139,20 @@ pub async fn report(state: &AdminState, cross: &CrossShard, tenant: &TenantId) -
         rows,
         moves,
         moves_error,
+        members_error: people.as_ref().err().map(|e| e.to_string()),
+        members: people.unwrap_or_default(),
         keys_error: api_keys.as_ref().err().map(|e| e.to_string()),
         keys: api_keys.unwrap_or_default(),
         shards,
+    }
+}
+
+impl TenantReport {
+    /// The name of the member a key acts for, as the page shows it.
+    pub fn member_name(&self, key: &KeyRow) -> String {
+        self.members
+            .iter()
+            .find(|m| m.id == key.member_id)
+            .map_or_else(|| key.member_id.to_string(), |m| m.name.clone())
     }
 }

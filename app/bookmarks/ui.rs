@@ -24,7 +24,7 @@ use super::store::{self, Listed, StoreError};
 use crate::sharding::access::Shards;
 use crate::tenancy::TenantId;
 use crate::tenancy::api_key::ApiKey;
-use crate::tenancy::auth::Authenticator;
+use crate::tenancy::auth::{Authenticated, Authenticator};
 use crate::tenancy::key_store::KeyCheck;
 use crate::web::csrf;
 use crate::web::error::ApiError;
@@ -61,6 +61,11 @@ struct SignInPage {
 struct ListPage {
     csrf: String,
     tenant: String,
+    /// Who is signed in and with which role (empty behind a trusted gateway).
+    member: String,
+    role: String,
+    /// Whether the page offers writes: a viewer's would be refused anyway.
+    writes: bool,
     shard: String,
     items: Vec<Listed>,
     tag: String,
@@ -158,13 +163,14 @@ where
     S: Send + Sync,
     Shards: FromRef<S>,
 {
-    let tenant = match Tenant::from_request_parts(&mut parts, &state).await {
-        Ok(Tenant(tenant)) => tenant,
+    let who = match Authenticated::from_request_parts(&mut parts, &state).await {
+        Ok(who) => who,
         Err(ApiError::Auth(e)) if e.is_missing_or_wrong() => {
             return Ok(sign_in_page(jar, String::new(), None, StatusCode::OK));
         }
         Err(e) => return Err(e),
     };
+    let tenant = who.tenant.clone();
     let (jar, csrf) = csrf::token(jar);
     let tag = params.tag.clone().unwrap_or_default();
     let q = params.q.clone().unwrap_or_default();
@@ -178,6 +184,9 @@ where
         ListPage {
             csrf,
             tenant: tenant.to_string(),
+            member: who.member.map(|m| m.name).unwrap_or_default(),
+            role: who.role.to_string(),
+            writes: who.role.writes(),
             shard: db.shard().to_owned(),
             items: page.items,
             tag,

@@ -1,5 +1,7 @@
-//! `bookmarks keys create TENANT`, `keys list [TENANT]` and `keys revoke ID`: tenants' API
-//! keys on the control database. `create` prints the key, once; nothing else ever does.
+//! `bookmarks keys create TENANT [--member ID|EMAIL]`, `keys list [TENANT]` and
+//! `keys revoke ID`: tenants' API keys on the control database. `create` prints the key,
+//! once; nothing else ever does. A key acts for one member, with its role: without
+//! `--member`, for the tenant's oldest active admin, made on the tenant's first key.
 
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -10,6 +12,7 @@ use serde_json::json;
 use super::exit::EXIT_CONFIG;
 use crate::configuration::Settings;
 use crate::pg::pool::build_pool;
+use crate::tenancy::members::{self, MemberError};
 use crate::tenancy::{TenantId, keys};
 
 #[derive(Debug, Subcommand)]
@@ -18,6 +21,11 @@ pub enum KeysCommand {
     Create {
         /// The tenant id.
         tenant: String,
+        /// The member the key acts for, by id or email (see `bookmarks members list`).
+        /// Without it: the tenant's oldest active admin, created for a tenant with no
+        /// member yet.
+        #[arg(long)]
+        member: Option<String>,
         /// What the key is for (shown by `keys list` and the admin page).
         #[arg(long)]
         note: Option<String>,
@@ -66,6 +74,7 @@ pub async fn run(settings: &Settings, command: KeysCommand) -> ExitCode {
     match command {
         KeysCommand::Create {
             tenant,
+            member,
             note,
             key_only,
         } => {
@@ -80,7 +89,23 @@ pub async fn run(settings: &Settings, command: KeysCommand) -> ExitCode {
                     return ExitCode::from(EXIT_CONFIG);
                 }
             };
-            match keys::create(&mut conn, &tenant, note.as_ref()).await {
+            let created = match member {
+                None => keys::create(&mut conn, &tenant, note.as_ref()).await,
+                Some(member) => match members::find(&mut conn, &tenant, &member).await {
+                    Ok(Some(found)) => {
+                        keys::create_for(&mut conn, &tenant, found.id, note.as_ref()).await
+                    }
+                    Ok(None) => {
+                        eprintln!(
+                            "error: --member: {tenant} has no member {member:?} (see `bookmarks \
+                             members list {tenant}`)"
+                        );
+                        return ExitCode::from(EXIT_CONFIG);
+                    }
+                    Err(e) => return failed(e),
+                },
+            };
+            match created {
                 Ok((row, key)) => {
                     if key_only {
                         println!("{}", key.expose());
@@ -95,7 +120,11 @@ pub async fn run(settings: &Settings, command: KeysCommand) -> ExitCode {
                     );
                     ExitCode::SUCCESS
                 }
-                Err(e) => failed(e),
+                Err(MemberError::Db(e)) => failed(e),
+                Err(refused) => {
+                    eprintln!("error: --member: {refused}");
+                    ExitCode::from(EXIT_CONFIG)
+                }
             }
         }
         KeysCommand::List { tenant } => {

@@ -9,6 +9,7 @@ mod control;
 mod exit;
 mod jobs;
 mod keys;
+mod members;
 mod migrate;
 pub mod move_slot;
 pub mod openapi;
@@ -68,6 +69,9 @@ pub enum Command {
     /// Create, list and revoke tenants' API keys.
     #[command(subcommand)]
     Keys(keys::KeysCommand),
+    /// List and add a tenant's members (each key acts for one, with its role).
+    #[command(subcommand)]
+    Members(members::MembersCommand),
     /// Write the API's OpenAPI document (what `/api/openapi.json` serves). Needs no
     /// configuration.
     Openapi(openapi::OpenApiArgs),
@@ -111,6 +115,9 @@ pub fn main() -> ExitCode {
         Command::Keys(command) => {
             with_settings(&cli.config.path, |s| block_on(false, keys::run(s, command)))
         }
+        Command::Members(command) => with_settings(&cli.config.path, |s| {
+            block_on(false, members::run(s, command))
+        }),
         Command::Openapi(args) => openapi::run(&args),
     }
 }

@@ -230,6 +230,7 @@ impl Application {
             stats: Default::default(),
             document: crate::web::openapi::ApiDocument::new(&state::api_document()),
             admin,
+            control: lookups.clone(),
         });
         let listener = TcpListener::bind(options.bind)
             .await

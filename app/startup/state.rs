@@ -19,6 +19,8 @@ use crate::admin::{self, AdminState};
 use crate::bookmarks;
 use crate::bookmarks::stats::StatsCache;
 use crate::fairness::{Admission, Fairness};
+use crate::members;
+use crate::pg::control::ControlLookups;
 use crate::sharding::access::Shards;
 use crate::sharding::cross_shard::CrossShard;
 use crate::tenancy::auth::Authenticator;
@@ -47,6 +49,8 @@ pub(super) struct Parts {
     pub(super) document: ApiDocument,
     /// The admin page's state, when it is mounted (`ADMIN_TOKEN`); its routes carry it.
     pub(super) admin: Option<AdminState>,
+    /// The control database, for features that read or change what lives there.
+    pub(super) control: ControlLookups,
 }
 
 impl AppState {
@@ -105,7 +109,7 @@ fn every_route(
     mount_admin: impl FnOnce(OpenApiRouter<AdminState>) -> OpenApiRouter<AppState>,
 ) -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
-        .merge(tenant(bookmarks::router()))
+        .merge(tenant(bookmarks::router().merge(members::routes())))
         .merge(bookmarks::stats::routes())
         .merge(health::routes())
         .merge(metrics::routes())
@@ -135,6 +139,11 @@ pub fn api_document() -> OpenApi {
                 "A tenant's own bookmarks, on its shard.",
             ),
             (
+                members::TAG,
+                "A tenant's members and their API keys, on the control database; changes need \
+                 the `admin` role.",
+            ),
+            (
                 admin::TAG,
                 "The operator's view across shards (`ADMIN_TOKEN`).",
             ),
@@ -154,13 +163,14 @@ pub fn api_document() -> OpenApi {
         .collect(),
     );
     let access = |tag: &str| match tag {
-        bookmarks::api::TAG => Access::Tenant,
+        bookmarks::api::TAG | members::TAG => Access::Tenant,
         admin::TAG => Access::Admin,
         _ => Access::Open,
     };
     let codes: Vec<&str> = [
         web::error::CODES,
         bookmarks::CODES,
+        members::CODES,
         admin::CODES,
         crate::fairness::CODES,
     ]
@@ -192,6 +202,7 @@ macro_rules! parts_by_type {
 
 parts_by_type! {
     shards: Shards,
+    control: ControlLookups,
     cross: CrossShard,
     authenticator: Arc<Authenticator>,
     fairness: Fairness,

@@ -12,9 +12,11 @@ use std::sync::Arc;
 
 use axum::http::header::AUTHORIZATION;
 use axum::http::request::Parts;
+use uuid::Uuid;
 
 use super::api_key::{ApiKey, KeyDigest, KeyFormatError};
 use super::key_store::{KeyCheck, KeyStore};
+use super::members::Role;
 use super::session::{SessionError, Sessions};
 use super::{CURRENT_TENANT, ShardKeyOverride, TenantError, TenantHeader, TenantId};
 use crate::configuration::AuthMode;
@@ -40,6 +42,8 @@ pub enum AuthError {
         "the control database is unreachable and this key is not known here yet; try again later"
     )]
     Unavailable,
+    #[error("a {role} may not do this: the key's member needs the {needs} role")]
+    ForbiddenRole { role: Role, needs: Role },
     #[error(transparent)]
     Tenant(#[from] TenantError),
 }
@@ -48,16 +52,43 @@ impl AuthError {
     /// The proof is missing or does not hold (rather than: cannot be checked now, or the
     /// tenant header is malformed): a browser should sign in again.
     pub fn is_missing_or_wrong(&self) -> bool {
-        !matches!(self, AuthError::Unavailable | AuthError::Tenant(_))
+        !matches!(
+            self,
+            AuthError::Unavailable | AuthError::Tenant(_) | AuthError::ForbiddenRole { .. }
+        )
     }
 }
 
-/// What a request proved: the tenant, and the key that proved it (none in
-/// `trusted_header` mode, for background work and for trusted overrides).
+/// What a request proved: the tenant, the key that proved it and the member it acts for
+/// (none in `trusted_header` mode, for background work and for trusted overrides, which act
+/// with every right), and the role it acts with.
 #[derive(Debug, Clone)]
 pub struct Authenticated {
     pub tenant: TenantId,
     pub key: Option<KeyDigest>,
+    pub member: Option<ActingMember>,
+    pub role: Role,
+}
+
+/// The member a key acts for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ActingMember {
+    pub id: Uuid,
+    pub name: String,
+}
+
+impl Authenticated {
+    /// Refuses unless the request acts with at least `needs`.
+    pub fn require(&self, needs: Role) -> Result<(), AuthError> {
+        if self.role >= needs {
+            Ok(())
+        } else {
+            Err(AuthError::ForbiddenRole {
+                role: self.role,
+                needs,
+            })
+        }
+    }
 }
 
 /// Checks a request's credentials; one per process, shared by the request path.
@@ -131,14 +162,15 @@ impl Authenticator {
                 Err(e) => return Err(AuthError::Session(e)),
             },
         };
-        let tenant = match self.keys.check_digest(&digest).await {
-            KeyCheck::Valid(known) => known.credential.tenant.clone(),
+        let credential = match self.keys.check_digest(&digest).await {
+            KeyCheck::Valid(known) => known.credential.clone(),
             KeyCheck::Revoked | KeyCheck::Unknown if session_tenant.is_some() => {
                 return Err(AuthError::SessionRevoked);
             }
             KeyCheck::Revoked | KeyCheck::Unknown => return Err(AuthError::InvalidKey),
             KeyCheck::Unavailable => return Err(AuthError::Unavailable),
         };
+        let tenant = credential.tenant;
         if session_tenant.is_some_and(|t| t != tenant) {
             // A session for a key that has since been given to another tenant.
             return Err(AuthError::SessionRevoked);
@@ -153,12 +185,22 @@ impl Authenticator {
         Ok(Authenticated {
             tenant,
             key: Some(digest),
+            member: Some(ActingMember {
+                id: credential.member,
+                name: credential.member_name,
+            }),
+            role: credential.role,
         })
     }
 }
 
 fn trusted(tenant: TenantId) -> Authenticated {
-    Authenticated { tenant, key: None }
+    Authenticated {
+        tenant,
+        key: None,
+        member: None,
+        role: Role::Admin,
+    }
 }
 
 /// The key in `Authorization: Bearer <key>`.

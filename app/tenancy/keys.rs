@@ -1,14 +1,18 @@
 //! The key store: tenants' API keys on the control database (`tenant_api_keys`, see its
-//! migration). Creating, listing and revoking them (the CLI and the admin page), looking
-//! one up by its digest (the request path, through the key cache), and noting its use.
+//! migration). Creating, listing and revoking them (the CLI, the admin page, a tenant's
+//! admins), looking one up by its digest with its member's role (the request path, through
+//! the key cache), and noting its use. Every key belongs to one member of its tenant.
 
 use chrono::{DateTime, Utc};
 use diesel::prelude::*;
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
 use serde::Serialize;
 
+use uuid::Uuid;
+
 use super::TenantId;
 use super::api_key::{ApiKey, KeyDigest};
+use super::members::{self, MemberError, Role, tenant_members};
 
 /// The channel the table's trigger notifies on; the payload is the changed key's digest in
 /// hex, or empty when the whole table was truncated.
@@ -23,8 +27,12 @@ diesel::table! {
         created_at -> Timestamptz,
         last_used_at -> Nullable<Timestamptz>,
         revoked_at -> Nullable<Timestamptz>,
+        member_id -> Uuid,
     }
 }
+
+diesel::joinable!(tenant_api_keys -> tenant_members (member_id));
+diesel::allow_tables_to_appear_in_same_query!(tenant_api_keys, tenant_members);
 
 use tenant_api_keys::dsl as k;
 
@@ -39,17 +47,24 @@ pub struct KeyRow {
     pub created_at: DateTime<Utc>,
     pub last_used_at: Option<DateTime<Utc>>,
     pub revoked_at: Option<DateTime<Utc>>,
+    /// The member the key acts for, with that member's role.
+    #[serde(rename = "member")]
+    pub member_id: Uuid,
 }
 
-/// What a key proves: which tenant it acts for, unless it is revoked.
+/// What a key proves: which tenant it acts for, as which member and with which role,
+/// unless it (or its member) no longer works.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Credential {
     pub id: i64,
     pub tenant: TenantId,
+    pub member: Uuid,
+    pub member_name: String,
+    pub role: Role,
+    /// The key is revoked or its member disabled.
     pub revoked: bool,
 }
 
-/// Creates a key for `tenant`; the key is returned this once and stored only as a digest.
 /// Longest note a key may carry, in characters.
 pub const MAX_NOTE_CHARS: usize = 200;
 
@@ -88,11 +103,32 @@ impl KeyNote {
     }
 }
 
+/// Creates a key for `tenant` that acts for its owner: the oldest active admin, made on the
+/// tenant's first key (see [`members::owner`]). The key is returned this once and stored
+/// only as a digest.
 pub async fn create(
     conn: &mut AsyncPgConnection,
     tenant: &TenantId,
     note: Option<&KeyNote>,
-) -> QueryResult<(KeyRow, ApiKey)> {
+) -> Result<(KeyRow, ApiKey), MemberError> {
+    let owner = members::owner(conn, tenant).await?;
+    create_for(conn, tenant, owner.id, note).await
+}
+
+/// Creates a key that acts for member `member` of `tenant` (refused for a disabled or
+/// unknown member).
+pub async fn create_for(
+    conn: &mut AsyncPgConnection,
+    tenant: &TenantId,
+    member: Uuid,
+    note: Option<&KeyNote>,
+) -> Result<(KeyRow, ApiKey), MemberError> {
+    let found = members::get(conn, tenant, member)
+        .await?
+        .ok_or(MemberError::NotFound)?;
+    if !found.active() {
+        return Err(MemberError::Disabled);
+    }
     let note = note.map(KeyNote::as_str);
     let key = ApiKey::generate();
     let row = diesel::insert_into(tenant_api_keys::table)
@@ -100,11 +136,50 @@ pub async fn create(
             k::tenant_key.eq(tenant.as_str()),
             k::key_hash.eq(key.digest().0.as_slice()),
             k::note.eq(note),
+            k::member_id.eq(member),
         ))
         .returning(KeyRow::as_returning())
         .get_result(conn)
         .await?;
     Ok((row, key))
+}
+
+/// One member's keys, oldest first.
+pub async fn of_member(
+    conn: &mut AsyncPgConnection,
+    tenant: &TenantId,
+    member: Uuid,
+) -> QueryResult<Vec<KeyRow>> {
+    tenant_api_keys::table
+        .filter(
+            k::tenant_key
+                .eq(tenant.as_str())
+                .and(k::member_id.eq(member)),
+        )
+        .select(KeyRow::as_select())
+        .order(k::id)
+        .load(conn)
+        .await
+}
+
+/// Revokes key `id` of `tenant`; `None`: the tenant has no such key.
+pub async fn revoke_of(
+    conn: &mut AsyncPgConnection,
+    tenant: &TenantId,
+    id: i64,
+) -> QueryResult<Option<KeyRow>> {
+    diesel::update(
+        tenant_api_keys::table
+            .find(id)
+            .filter(k::tenant_key.eq(tenant.as_str())),
+    )
+    .set(k::revoked_at.eq(diesel::dsl::sql::<
+        diesel::sql_types::Nullable<diesel::sql_types::Timestamptz>,
+    >("coalesce(revoked_at, now())")))
+    .returning(KeyRow::as_returning())
+    .get_result(conn)
+    .await
+    .optional()
 }
 
 /// Every key, or one tenant's, oldest first.
@@ -135,27 +210,50 @@ pub async fn revoke(conn: &mut AsyncPgConnection, id: i64) -> QueryResult<Option
         .optional()
 }
 
-/// The key with this digest, if there is one.
+/// The key with this digest, if there is one, with its member.
 pub async fn lookup(
     conn: &mut AsyncPgConnection,
     digest: &KeyDigest,
 ) -> QueryResult<Option<Credential>> {
-    let row: Option<(i64, String, Option<DateTime<Utc>>)> = tenant_api_keys::table
+    type Found = (
+        i64,
+        String,
+        Option<DateTime<Utc>>,
+        Uuid,
+        String,
+        String,
+        Option<DateTime<Utc>>,
+    );
+    let row: Option<Found> = tenant_api_keys::table
+        .inner_join(tenant_members::table)
         .filter(k::key_hash.eq(digest.0.as_slice()))
-        .select((k::id, k::tenant_key, k::revoked_at))
+        .select((
+            k::id,
+            k::tenant_key,
+            k::revoked_at,
+            tenant_members::id,
+            tenant_members::name,
+            tenant_members::role,
+            tenant_members::disabled_at,
+        ))
         .first(conn)
         .await
         .optional()?;
-    Ok(row.and_then(|(id, tenant, revoked_at)| {
-        // The table only ever holds ids that parsed; a row edited by hand into something
-        // else works for nobody.
-        let tenant = TenantId::parse(&tenant).ok()?;
-        Some(Credential {
-            id,
-            tenant,
-            revoked: revoked_at.is_some(),
-        })
-    }))
+    Ok(row.and_then(
+        |(id, tenant, revoked_at, member, member_name, role, disabled_at)| {
+            // The table only ever holds ids that parsed; a row edited by hand into something
+            // else works for nobody.
+            let tenant = TenantId::parse(&tenant).ok()?;
+            Some(Credential {
+                id,
+                tenant,
+                member,
+                member_name,
+                role: Role::parse(&role).ok()?,
+                revoked: revoked_at.is_some() || disabled_at.is_some(),
+            })
+        },
+    ))
 }
 
 /// Notes that key `id` was used (unless that was noted within the last minute).

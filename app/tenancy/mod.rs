@@ -10,6 +10,7 @@ pub mod api_key;
 pub mod auth;
 pub mod key_store;
 pub mod keys;
+pub mod members;
 pub mod session;
 
 use std::fmt;

@@ -2,7 +2,8 @@
 //! `tenancy::auth`) and records the outcome on the request, before the bulkhead and before
 //! any extractor. The `Tenant` extractor, and every shard extractor built on it, then hands
 //! handlers only a tenant that was proven, or answers with the reason (401, 403, 503); a
-//! refused request never reaches a shard.
+//! refused request never reaches a shard. A member whose role only reads is refused every
+//! method but GET, HEAD and OPTIONS here (403 `forbidden_role`).
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -14,6 +15,7 @@ use tower::Service;
 use super::around::{Answer, Around};
 use super::request_facts::{RequestFacts, remember_tenant};
 use crate::tenancy::auth::{AuthError, Authenticator};
+use crate::tenancy::members::Role;
 
 /// Why the request may not act as a tenant, kept on it for the extractors.
 #[derive(Debug, Clone)]
@@ -45,6 +47,14 @@ impl Around for Authenticate {
         Box::pin(async move {
             let (mut parts, body) = request.into_parts();
             match authenticator.authenticate(&parts).await {
+                // A role that only reads is refused every other method here, once for every
+                // tenant route, so that no write operation depends on remembering to check.
+                Ok(proven) if !parts.method.is_safe() && !proven.role.writes() => {
+                    parts.extensions.insert(AuthFailure(AuthError::ForbiddenRole {
+                        role: proven.role,
+                        needs: Role::Editor,
+                    }));
+                }
                 Ok(proven) => {
                     remember_tenant(&mut parts.extensions, &proven.tenant);
                     parts.extensions.insert(proven);

@@ -35,6 +35,7 @@ pub const CODES: &[&str] = &[
     "cross_site_request",
     "directory_unavailable",
     "directory_unknown_shard",
+    "forbidden_role",
     "internal",
     "invalid_api_key",
     "invalid_authorization",
@@ -271,6 +272,12 @@ fn auth_reply(e: AuthError) -> Reply {
             Some(challenge("Bearer")),
         ),
         AuthError::TenantMismatch { .. } => (StatusCode::FORBIDDEN, "tenant_mismatch", None),
+        AuthError::ForbiddenRole { role, needs } => {
+            let message = e.to_string();
+            return Reply::new(StatusCode::FORBIDDEN, "forbidden_role", message)
+                .detail("role", role.as_str())
+                .detail("needs", needs.as_str());
+        }
         AuthError::Unavailable => {
             let message = e.to_string();
             return Reply::new(

@@ -19,7 +19,7 @@ use crate::sharding::cross_shard::CrossShard;
 pub use crate::sharding::session::{
     ConnectionMode, Primary, QueryFailure, ReplicaAware, SessionError, TenantSession,
 };
-use crate::tenancy::auth::AuthError;
+use crate::tenancy::auth::{AuthError, Authenticated};
 
 /// Only a tenant the authentication layer proved: a route without that layer has none.
 impl<S: Send + Sync> FromRequestParts<S> for Tenant {
@@ -33,6 +33,21 @@ impl<S: Send + Sync> FromRequestParts<S> for Tenant {
             Some(AuthFailure(e)) => Err(ApiError::Auth(e.clone())),
             None => Err(ApiError::Auth(AuthError::MissingCredentials)),
         }
+    }
+}
+
+/// What the request proved (its tenant, member and role), for handlers that decide by
+/// role; refused like [`Tenant`].
+impl<S: Send + Sync> FromRequestParts<S> for Authenticated {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        Tenant::from_request_parts(parts, state).await?;
+        parts
+            .extensions
+            .get::<Authenticated>()
+            .cloned()
+            .ok_or(ApiError::Auth(AuthError::MissingCredentials))
     }
 }
 

@@ -191,7 +191,9 @@ const SHARED_ANSWERS: [(u16, &str); 8] = [
     ),
     (
         403,
-        "The key's tenant is not the one `X-Tenant-Id` names (`tenant_mismatch`).",
+        "The key's tenant is not the one `X-Tenant-Id` names (`tenant_mismatch`), or the key's \
+         member's role does not allow the operation (`forbidden_role`, with `role` and \
+         `needs`): a viewer may only read, and only an admin manages members and keys.",
     ),
     (
         413,

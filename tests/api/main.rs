@@ -15,6 +15,7 @@ mod drained;
 mod fairness;
 mod leaving;
 mod load_generator;
+mod members;
 mod moves;
 mod openapi;
 mod outages;

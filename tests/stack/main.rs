@@ -727,6 +727,14 @@ async fn the_compose_stack_serves_through_nginx_survives_outages_and_tears_down_
         "the walkthrough shows a request without a key and one with another tenant's: {said}"
     );
     assert!(
+        said.contains("\"forbidden_role\"")
+            && said.contains("eddie creates: 201")
+            && said.contains("eddie adds a member: 403")
+            && said.contains("\"email\":\"vera@acme.example\""),
+        "the walkthrough's viewer was refused a write, its editor wrote but could not add a \
+         member, and the viewer read the member list: {said}"
+    );
+    assert!(
         said.contains("spare key: 200") && said.contains("\"invalid_api_key\""),
         "the walkthrough's spare key worked, then was refused once revoked: {said}"
     );

@@ -414,7 +414,7 @@ pub struct TestApp {
     keys: Mutex<std::collections::HashMap<String, String>>,
 }
 
-async fn control_conn(settings: &Settings) -> diesel_async::AsyncPgConnection {
+pub async fn control_conn(settings: &Settings) -> diesel_async::AsyncPgConnection {
     use diesel_async::AsyncConnection;
     let url = settings.topology.control_url.expose().to_owned();
     diesel_async::AsyncPgConnection::establish(&url)
@@ -525,6 +525,11 @@ impl TestApp {
 
     pub fn get(&self, path: &str) -> reqwest::RequestBuilder {
         self.client.get(format!("{}{path}", self.base))
+    }
+
+    /// A request with any method.
+    pub fn request(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
+        self.client.request(method, format!("{}{path}", self.base))
     }
 
     /// GETs `path` as `tenant`.
