@@ -50,10 +50,12 @@ impl Around for Authenticate {
                 // A role that only reads is refused every other method here, once for every
                 // tenant route, so that no write operation depends on remembering to check.
                 Ok(proven) if !parts.method.is_safe() && !proven.role.writes() => {
-                    parts.extensions.insert(AuthFailure(AuthError::ForbiddenRole {
-                        role: proven.role,
-                        needs: Role::Editor,
-                    }));
+                    parts
+                        .extensions
+                        .insert(AuthFailure(AuthError::ForbiddenRole {
+                            role: proven.role,
+                            needs: Role::Editor,
+                        }));
                 }
                 Ok(proven) => {
                     remember_tenant(&mut parts.extensions, &proven.tenant);

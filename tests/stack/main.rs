@@ -159,7 +159,8 @@ fn admin_token() -> String {
 /// The admin page and the tenant UI in headless Chromium, through nginx: the Basic-auth
 /// prompt answered, both shards and the slot map shown, the browse table paged forward and
 /// back, a tenant looked up with its keys; then the tenant UI: no way in without a key,
-/// sign-in with one, a bookmark added, sign-out, and a revoked key ending the session.
+/// sign-in with one, a bookmark added, a viewer seeing no write controls, sign-out, and a
+/// revoked key ending the session.
 async fn browse_the_admin_page_and_the_tenant_ui(stack: &Stack) -> Browser {
     let b = Browser::start().await;
     let token = admin_token();
@@ -268,6 +269,64 @@ async fn browse_the_admin_page_and_the_tenant_ui(stack: &Stack) -> Browser {
     let listed = b.text("ul").await;
     assert!(listed.contains("Added in a real browser"), "{listed}");
     b.screenshot("tenant-ui").await;
+
+    // The page says who is signed in, and a viewer sees no write controls (the server
+    // refuses a viewer's writes anyway).
+    let who = b.text("#signed-in-as").await;
+    assert!(
+        who.contains("Owner (admin)"),
+        "the tenant's first key acts for its owner: {who}"
+    );
+    let as_owner = format!("Bearer {key}");
+    let member: Value = stack
+        .http
+        .post(format!("{base}/api/members"))
+        .header(AUTHORIZATION, &as_owner)
+        .json(&json!({"name": "Vic Viewer", "email": "vic@browser.example", "role": "viewer"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let made: Value = stack
+        .http
+        .post(format!(
+            "{base}/api/members/{}/keys",
+            member["id"].as_str().unwrap()
+        ))
+        .header(AUTHORIZATION, &as_owner)
+        .json(&json!({}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let viewer_key = made["key"].as_str().unwrap().to_owned();
+    b.click("form[action=\"/signout\"] button").await;
+    b.wait_for("input[name=key]").await;
+    b.submit("form", &[("tenant", "browser-co"), ("key", &viewer_key)])
+        .await;
+    b.wait_for("form.filters").await;
+    let who = b.text("#signed-in-as").await;
+    assert!(who.contains("Vic Viewer (viewer)"), "{who}");
+    let listed = b.text("ul").await;
+    assert!(
+        listed.contains("Added in a real browser"),
+        "a viewer reads: {listed}"
+    );
+    assert_eq!(
+        b.count("a[href=\"/bookmarks/new\"]").await,
+        0,
+        "no way to add for a viewer"
+    );
+    assert_eq!(
+        b.count("form[action$=\"/delete\"]").await,
+        0,
+        "no delete button for a viewer"
+    );
+    b.screenshot("viewer-ui").await;
 
     // Signing out ends the session in the browser.
     b.click("form[action=\"/signout\"] button").await;
