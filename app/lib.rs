@@ -17,6 +17,8 @@
 //! - [`web`]: the HTTP plumbing: extractors (`ShardedDb`, `ShardedReadDb`, `Shards`,
 //!   `CrossShard`, `Tenant`), errors → HTTP, health, metrics, the access log, the layer stack.
 //! - [`bookmarks`]: the feature itself (API, HTML UI, stats); never computes a slot.
+//! - [`collections`]: a tenant's nested folders of bookmarks.
+//! - [`content`]: every tenant table on the shards, declared once for moves and checks.
 //! - [`search`]: full-text search and the per-shard reindexer.
 //! - [`jobs`]: the job queue on the control database and its worker.
 //! - [`members`]: a tenant's admins manage its members and their keys over the API.
@@ -33,7 +35,9 @@
 pub mod admin;
 pub mod bookmarks;
 pub mod cli;
+pub mod collections;
 pub mod configuration;
+pub mod content;
 pub mod fairness;
 pub mod jobs;
 pub mod members;

@@ -31,7 +31,7 @@ mod support;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use bookmarks_sharded::bookmarks::TENANT_TABLES;
+use bookmarks_sharded::content::TENANT_TABLES;
 use bookmarks_sharded::moves::plan::TenantSelection;
 use bookmarks_sharded::moves::{DeletePacing, Mover, Step};
 use bookmarks_sharded::search::reindexer::ReindexOptions;

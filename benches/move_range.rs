@@ -26,7 +26,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use bookmarks_sharded::bookmarks::TENANT_TABLES;
+use bookmarks_sharded::content::TENANT_TABLES;
 use bookmarks_sharded::moves::plan::TenantSelection;
 use bookmarks_sharded::moves::{Mover, Step};
 use bookmarks_sharded::sharding::{ShardKey, SlotRange};

@@ -8,7 +8,7 @@ use serde::Serialize;
 use super::keys;
 use super::moves::{self, MoveSummary};
 use super::state::AdminState;
-use crate::bookmarks::TENANT_TABLES;
+use crate::content::TENANT_TABLES;
 use crate::sharding::ShardKey;
 use crate::sharding::cross_shard::{Coverage, CrossShard, public_reason};
 use crate::sharding::directory::placement::{self, NamedRoute};

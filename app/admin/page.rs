@@ -16,7 +16,7 @@ use super::moves::MoveSummary;
 use super::overview::{self, MAP_CELL, MAP_COLUMNS, Marker, ShardCard, SlotRun};
 use super::state::{AdminState, tenant_param};
 use super::{browse, lookup, moves};
-use crate::bookmarks::TENANT_TABLES;
+use crate::content::TENANT_TABLES;
 use crate::fairness::advice::Advice;
 use crate::fairness::busiest::BusiestReport;
 use crate::sharding::SLOT_COUNT;

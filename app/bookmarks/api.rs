@@ -14,7 +14,7 @@ use uuid::Uuid;
 
 use super::error::{BookmarkError, BookmarkPath, NO_SUCH_BOOKMARK};
 use super::model::{Bookmark, NewBookmarkInput, PatchInput};
-use super::store::{self, ListQuery, Listed, StoreError};
+use super::store::{self, CollectionFilter, ListQuery, Listed, StoreError};
 use crate::sharding::access::Shards;
 use crate::web::error::ApiError;
 use crate::web::extract::{
@@ -28,9 +28,11 @@ pub const TAG: &str = "bookmarks";
 /// The `code`s this API's own answers carry, besides the framework's.
 pub const CODES: &[&str] = &[
     "duplicate_url",
+    "invalid_collection",
     "invalid_cursor",
     "invalid_limit",
     "invalid_query",
+    "no_such_collection",
     "validation_failed",
 ];
 
@@ -102,6 +104,12 @@ pub struct ListParams {
     /// A `next_cursor` from the previous page.
     #[param(format = Uuid)]
     pub cursor: Option<String>,
+    /// Only bookmarks filed in this collection (404 `no_such_collection` when the tenant
+    /// has none with that id).
+    #[param(format = Uuid)]
+    pub collection: Option<String>,
+    /// With `collection`: also the bookmarks of every collection nested in it.
+    pub recursive: Option<bool>,
 }
 
 impl ListParams {
@@ -126,6 +134,21 @@ impl ListParams {
                 message: "cursor is not a value returned as next_cursor".to_owned(),
             })?),
         };
+        let collection = match self
+            .collection
+            .as_deref()
+            .map(str::trim)
+            .filter(|c| !c.is_empty())
+        {
+            None => None,
+            Some(c) => Some(CollectionFilter {
+                id: Uuid::parse_str(c).map_err(|_| ApiError::BadRequest {
+                    code: "invalid_collection",
+                    message: "collection is not a collection id".to_owned(),
+                })?,
+                recursive: self.recursive.unwrap_or(false),
+            }),
+        };
         let clean = |s: Option<String>| s.map(|v| v.trim().to_owned()).filter(|v| !v.is_empty());
         refuse_nul("tag", self.tag.as_deref())?;
         refuse_nul("q", self.q.as_deref())?;
@@ -141,6 +164,7 @@ impl ListParams {
             q,
             limit,
             cursor,
+            collection,
         })
     }
 }
@@ -206,7 +230,7 @@ impl QueryFailure for StoreError {
     fn database_error(&self) -> Option<&diesel::result::Error> {
         match self {
             StoreError::Db(e) => Some(e),
-            StoreError::Duplicate { .. } => None,
+            StoreError::Duplicate { .. } | StoreError::NoSuchCollection => None,
         }
     }
 
@@ -222,6 +246,7 @@ impl WorkError for StoreError {
     fn into_api(self) -> ApiError {
         match self {
             StoreError::Duplicate { existing } => BookmarkError::DuplicateUrl { existing }.into(),
+            StoreError::NoSuchCollection => BookmarkError::NoSuchCollection.into(),
             StoreError::Db(e) => e.into_api(),
         }
     }
@@ -243,6 +268,7 @@ fn view(db: &ShardedDb, bookmark: &Bookmark) -> Response {
     request_body = NewBookmarkInput,
     responses(
         (status = 201, description = "Saved.", body = BookmarkView),
+        (status = 404, description = "`collection_id` names no collection of the tenant (`no_such_collection`); nothing is stored.", body = ErrorBody),
         (status = 409, description = "The tenant has saved that URL already (`duplicate_url`); `error.id` is the saved bookmark's id, so a repeated create is safe to retry.", body = ErrorBody),
         (status = 422, description = "A field breaks its rule (`validation_failed`); `error.fields` names each.", body = ErrorBody),
     )
@@ -265,7 +291,10 @@ async fn create(
     path = "/api/bookmarks",
     tag = TAG,
     params(ListParams),
-    responses((status = 200, description = "A page of bookmarks.", body = ListView))
+    responses(
+        (status = 200, description = "A page of bookmarks.", body = ListView),
+        (status = 404, description = "`collection` names no collection of the tenant (`no_such_collection`).", body = ErrorBody),
+    )
 )]
 async fn list(
     Tenant(tenant): Tenant,
@@ -316,7 +345,7 @@ async fn show(
     request_body = PatchInput,
     responses(
         (status = 200, description = "The changed bookmark.", body = BookmarkView),
-        (status = 404, description = "The tenant has no bookmark with that id (`not_found`).", body = ErrorBody),
+        (status = 404, description = "The tenant has no bookmark with that id (`not_found`), or `collection_id` names no collection of the tenant (`no_such_collection`).", body = ErrorBody),
         (status = 409, description = "Another of the tenant's bookmarks has that URL (`duplicate_url`).", body = ErrorBody),
         (status = 422, description = "A field breaks its rule (`validation_failed`).", body = ErrorBody),
     )

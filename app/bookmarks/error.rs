@@ -20,6 +20,8 @@ pub enum BookmarkError {
     Validation(Vec<FieldError>),
     #[error("this tenant already has a bookmark for that URL")]
     DuplicateUrl { existing: Uuid },
+    #[error("no collection of this tenant has that id")]
+    NoSuchCollection,
 }
 
 impl From<BookmarkError> for ApiError {
@@ -41,6 +43,9 @@ impl From<BookmarkError> for ApiError {
             BookmarkError::DuplicateUrl { existing } => {
                 Reply::new(StatusCode::CONFLICT, "duplicate_url", e.to_string())
                     .detail("id", existing.to_string())
+            }
+            BookmarkError::NoSuchCollection => {
+                Reply::new(StatusCode::NOT_FOUND, "no_such_collection", e.to_string())
             }
         };
         ApiError::Feature(Box::new(reply))

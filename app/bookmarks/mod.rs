@@ -16,7 +16,7 @@ use axum::extract::FromRef;
 use utoipa_axum::router::OpenApiRouter;
 
 use crate::sharding::access::Shards;
-use crate::sharding::tenant_rows::TenantTable;
+use crate::sharding::tenant_rows::{Parent, TenantTable};
 use crate::tenancy::auth::Authenticator;
 
 /// The tenant's own routes: the JSON API (described in the API document) and the HTML UI
@@ -35,10 +35,14 @@ where
 /// The `code`s the feature's answers carry, besides the framework's.
 pub use api::CODES;
 
-/// Every shard table holding tenant rows, for tools that count, copy or verify a tenant's
-/// data without knowing what it is (placement checks, moves).
-pub const TENANT_TABLES: &[TenantTable] = &[TenantTable {
+/// The bookmarks table as moves, checks and counts see it: a bookmark may be filed in a
+/// collection.
+pub const TABLE: TenantTable = TenantTable {
     name: "bookmarks",
     tenant_column: "tenant_id",
     key_column: "id",
-}];
+    parents: &[Parent {
+        column: "collection_id",
+        table: "collections",
+    }],
+};

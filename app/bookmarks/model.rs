@@ -34,6 +34,8 @@ pub struct Bookmark {
     pub tags: Vec<String>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
+    /// The collection it is filed in; `null` when it is in none.
+    pub collection_id: Option<Uuid>,
 }
 
 /// What a client sends to create a bookmark (also the HTML form's fields).
@@ -63,6 +65,9 @@ pub struct NewBookmarkInput {
     #[serde(default)]
     #[schema(max_items = 100, inline, value_type = Vec<Tag>)]
     pub tags: Vec<String>,
+    /// The tenant's collection to file it in (absent or `null`: none).
+    #[serde(default)]
+    pub collection_id: Option<Uuid>,
 }
 
 /// One tag as sent: trimmed and lower-cased before it is stored. Only its schema is used.
@@ -98,6 +103,10 @@ pub struct PatchInput {
     pub notes: Option<String>,
     #[schema(max_items = 100, inline, value_type = Option<Vec<Tag>>)]
     pub tags: Option<Vec<String>>,
+    /// The collection to file it in; `null` takes it out of its collection.
+    #[serde(default, deserialize_with = "crate::collections::model::present")]
+    #[schema(value_type = Option<Uuid>, nullable)]
+    pub collection_id: Option<Option<Uuid>>,
 }
 
 /// A validated bookmark ready to insert.
@@ -107,6 +116,7 @@ pub struct BookmarkDraft {
     pub title: String,
     pub notes: String,
     pub tags: Vec<String>,
+    pub collection_id: Option<Uuid>,
 }
 
 /// A validated partial update: the fields given (`store::update` keeps the others).
@@ -116,11 +126,17 @@ pub struct BookmarkPatch {
     pub title: Option<String>,
     pub notes: Option<String>,
     pub tags: Option<Vec<String>>,
+    /// `Some(None)`: out of its collection.
+    pub collection_id: Option<Option<Uuid>>,
 }
 
 impl BookmarkPatch {
     pub fn is_empty(&self) -> bool {
-        self.url.is_none() && self.title.is_none() && self.notes.is_none() && self.tags.is_none()
+        self.url.is_none()
+            && self.title.is_none()
+            && self.notes.is_none()
+            && self.tags.is_none()
+            && self.collection_id.is_none()
     }
 }
 
@@ -144,6 +160,7 @@ impl NewBookmarkInput {
                 title,
                 notes,
                 tags,
+                collection_id: self.collection_id,
             })
         } else {
             Err(errors)
@@ -159,6 +176,7 @@ impl PatchInput {
             title: self.title.map(|t| check_title(&t, &mut errors)),
             notes: self.notes.map(|n| check_notes(&n, &mut errors)),
             tags: self.tags.map(|t| check_tags(&t, &mut errors)),
+            collection_id: self.collection_id,
         };
         if errors.is_empty() {
             Ok(patch)

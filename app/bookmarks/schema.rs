@@ -10,5 +10,6 @@ diesel::table! {
         tags -> Array<Text>,
         created_at -> Timestamptz,
         updated_at -> Timestamptz,
+        collection_id -> Nullable<Uuid>,
     }
 }

@@ -306,7 +306,8 @@ enum FormFailure {
     Other(ApiError),
 }
 
-/// Runs a store write, keeping a duplicate URL apart so that the form can say so.
+/// Runs a store write, keeping a duplicate URL (or a collection deleted meanwhile) apart so
+/// that the form can say so.
 fn duplicate_apart<T>(
     result: Result<T, StoreError>,
 ) -> Result<Result<T, BookmarkError>, StoreError> {
@@ -314,6 +315,7 @@ fn duplicate_apart<T>(
         Err(StoreError::Duplicate { existing }) => {
             Ok(Err(BookmarkError::DuplicateUrl { existing }))
         }
+        Err(StoreError::NoSuchCollection) => Ok(Err(BookmarkError::NoSuchCollection)),
         other => other.map(Ok),
     }
 }
@@ -346,6 +348,14 @@ fn form_failure(page: FormPage, err: FormFailure) -> Response {
             )
                 .into_response()
         }
+        FormFailure::Bookmark(BookmarkError::NoSuchCollection) => (
+            StatusCode::NOT_FOUND,
+            FormPage {
+                general_error: Some("That collection no longer exists.".to_owned()),
+                ..page
+            },
+        )
+            .into_response(),
         FormFailure::Other(other) => other.into_response(),
     }
 }
@@ -363,6 +373,7 @@ async fn create(
         title: form.title,
         notes: form.notes,
         tags: split_tags(&form.tags),
+        collection_id: None,
     };
     let result = match input.validate() {
         Err(fields) => Err(FormFailure::Bookmark(BookmarkError::Validation(fields))),
@@ -415,6 +426,7 @@ async fn update(
         title: Some(form.title),
         notes: Some(form.notes),
         tags: Some(split_tags(&form.tags)),
+        collection_id: None,
     };
     let result = match input.validate() {
         Err(fields) => Err(FormFailure::Bookmark(BookmarkError::Validation(fields))),

@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::bookmarks::TENANT_TABLES;
 use crate::configuration::{ConfigPath, Settings};
+use crate::content::TENANT_TABLES;
 use crate::moves::plan::TenantSelection;
 use crate::moves::{DeletePacing, FenceOptions, MoveError, MoveRecord, Mover, Step};
 use crate::sharding::SLOT_COUNT;

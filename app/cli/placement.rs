@@ -7,8 +7,8 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use super::exit::EXIT_CONFIG;
-use crate::bookmarks::TENANT_TABLES;
 use crate::configuration::Settings;
+use crate::content::TENANT_TABLES;
 use crate::pg::pool::{PgPool, build_pool};
 use crate::sharding::ShardSet;
 use crate::sharding::directory::placement::{Change, PlacementError, Placer, pin_entries};

@@ -37,6 +37,15 @@ impl TableInfo {
         ident(self.table.key_column)
     }
 
+    /// The columns through which this table's rows point at other rows of the same table.
+    pub fn self_references(&self) -> impl Iterator<Item = &'static str> + '_ {
+        self.table
+            .parents
+            .iter()
+            .filter(|p| p.table == self.table.name)
+            .map(|p| p.column)
+    }
+
     /// `"a", "b", …`
     pub fn column_list(&self) -> String {
         self.columns
@@ -92,6 +101,20 @@ pub async fn describe(
     Ok(out)
 }
 
+/// Opens one of the mover's own write transactions on `shard`: the guard lets it through,
+/// and foreign keys are checked at its commit rather than after each statement, so rows
+/// may arrive (or be replaced) in any order as long as the tenant's rows agree when it
+/// commits. The tables' foreign keys are declared DEFERRABLE for this.
+async fn mover_tx(
+    shard: &mut Client,
+    move_id: i64,
+) -> Result<tokio_postgres::Transaction<'_>, tokio_postgres::Error> {
+    let tx = shard.transaction().await?;
+    tenant_guard::bypass(&tx, move_id).await?;
+    tx.batch_execute("SET CONSTRAINTS ALL DEFERRED").await?;
+    Ok(tx)
+}
+
 /// Copies every row of `tenants` from `source` to `dest`, replacing whatever an earlier,
 /// interrupted attempt of this move left there. Returns the rows copied.
 ///
@@ -115,8 +138,7 @@ pub async fn bulk(
         .read_only(true)
         .start()
         .await?;
-    let into = dest.transaction().await?;
-    tenant_guard::bypass(&into, move_id).await?;
+    let into = mover_tx(dest, move_id).await?;
     let owned_by = tenants
         .iter()
         .map(|t| literal(t))
@@ -124,6 +146,8 @@ pub async fn bulk(
         .join(", ");
     delete_tenants(&into, tables, tenants).await?;
     let mut copied = 0;
+    // Parents before children (the registry's order), though the deferred checks would
+    // accept any order.
     for table in tables {
         let out = snapshot
             .copy_out(&format!(
@@ -158,14 +182,15 @@ pub async fn bulk(
     Ok(copied)
 }
 
-/// Deletes `tenants`' rows from every table, in `tx` (which must bypass the guard).
+/// Deletes `tenants`' rows from every table, children before parents, in `tx` (which must
+/// bypass the guard).
 async fn delete_tenants(
     tx: &tokio_postgres::Transaction<'_>,
     tables: &[TableInfo],
     tenants: &[String],
 ) -> Result<u64, tokio_postgres::Error> {
     let mut deleted = 0;
-    for table in tables {
+    for table in tables.iter().rev() {
         let sql = format!(
             "DELETE FROM {} WHERE {} = ANY($1)",
             table.name(),
@@ -182,7 +207,10 @@ type Position = Option<(String, String)>;
 /// Deletes up to `limit` of `tenants`' rows of `table` after `after`, in key order, in
 /// `tx` (which must bypass the guard); returns how many and where it stopped. Starting
 /// after the last batch (not from the first row again) keeps each batch's index scan from
-/// stepping over the rows the earlier batches deleted.
+/// stepping over the rows the earlier batches deleted. In a table whose rows point at its
+/// own rows (a collection's parent), only rows nothing points at are deleted, so that each
+/// batch commits with its foreign keys whole: the tree goes leaves first, in as many
+/// batches as it is deep at least.
 async fn delete_batch(
     tx: &tokio_postgres::Transaction<'_>,
     table: &TableInfo,
@@ -198,9 +226,19 @@ async fn delete_batch(
         ),
         None => "AND $3::text IS NULL AND $4::text IS NULL".to_owned(),
     };
+    let leaves: String = table
+        .self_references()
+        .map(|column| {
+            format!(
+                " AND NOT EXISTS (SELECT 1 FROM {name} c WHERE c.{tenant} = r.{tenant} \
+                 AND c.{} = r.{key})",
+                ident(column)
+            )
+        })
+        .collect();
     let sql = format!(
-        "WITH doomed AS (SELECT ctid, {tenant} AS t, {key} AS k FROM {name} \
-         WHERE {tenant} = ANY($1) {from} ORDER BY {tenant}, {key} LIMIT $2), \
+        "WITH doomed AS (SELECT r.ctid, {tenant} AS t, {key} AS k FROM {name} r \
+         WHERE {tenant} = ANY($1) {from}{leaves} ORDER BY {tenant}, {key} LIMIT $2), \
          gone AS (DELETE FROM {name} WHERE ctid IN (SELECT ctid FROM doomed)) \
          SELECT count(*), (SELECT t FROM doomed ORDER BY t DESC, k DESC LIMIT 1), \
          (SELECT k::text FROM doomed ORDER BY t DESC, k DESC LIMIT 1) FROM doomed"
@@ -231,27 +269,43 @@ pub async fn clear_changes(source: &Client, move_id: i64) -> Result<u64, tokio_p
         .await
 }
 
-/// Applies up to `limit` logged changes: each logged key's row is re-read on the source
-/// and replaces the destination's (or is deleted there, when the source no longer has
-/// it), then the log entries are removed. Re-applying an entry is harmless, and an entry
-/// logged while this runs stays for the next round. Returns the entries applied; adds the
-/// rows they named to `applied`, when given.
+/// Keys re-read from the source per statement in a catch-up round.
+const CATCH_UP_CHUNK: usize = 1_000;
+
+/// One catch-up round: every change logged and committed when the round starts is
+/// applied. Each logged key's row is re-read on the source and replaces the
+/// destination's (or is deleted there, when the source no longer has it), then the log
+/// entries are removed. Returns the entries applied; adds the rows they named to
+/// `applied`, when given.
+///
+/// The log and the rows are read in one source snapshot and written in one destination
+/// transaction, so that the tenant's rows on the destination equal the snapshot when it
+/// commits: any row that changed since the previous round is logged, and its entry is
+/// visible in this snapshot. A round of only some entries would not keep that promise: a
+/// bookmark read as it is now could point at a collection whose entry the round left out,
+/// and the destination would hold a child without its parent.
 pub async fn catch_up(
     source: &mut Client,
     dest: &mut Client,
     move_id: i64,
     tables: &[TableInfo],
-    limit: i64,
     applied: Option<&mut Keys>,
 ) -> Result<u64, tokio_postgres::Error> {
-    let log = source
+    let snapshot = source
+        .build_transaction()
+        .isolation_level(IsolationLevel::RepeatableRead)
+        .read_only(true)
+        .start()
+        .await?;
+    let log = snapshot
         .query(
             "SELECT seq, table_name, tenant_key, row_key FROM _autumn_move_changes \
-             WHERE move_id = $1 ORDER BY seq LIMIT $2",
-            &[&move_id, &limit],
+             WHERE move_id = $1 ORDER BY seq",
+            &[&move_id],
         )
         .await?;
     if log.is_empty() {
+        snapshot.commit().await?;
         return Ok(0);
     }
     let mut keys: BTreeMap<(String, String), Vec<String>> = BTreeMap::new();
@@ -262,46 +316,21 @@ pub async fn catch_up(
             .or_default()
             .push(row.get(3));
     }
-    let into = dest.transaction().await?;
-    tenant_guard::bypass(&into, move_id).await?;
-    for ((table_name, tenant), mut row_keys) in keys {
-        let Some(table) = tables.iter().find(|t| t.table.name == table_name) else {
-            continue;
-        };
-        row_keys.sort();
-        row_keys.dedup();
-        let matching = format!(
-            "{} = $1 AND {} = ANY($2::text[]::{}[])",
-            table.tenant_column(),
-            table.key_column(),
-            table.key_type
-        );
-        let rows: String = source
-            .query_one(
-                &format!(
-                    "SELECT coalesce(jsonb_agg(to_jsonb(t)), '[]'::jsonb)::text FROM {} t WHERE {matching}",
-                    table.name()
-                ),
-                &[&tenant, &row_keys],
-            )
-            .await?
-            .get(0);
-        into.execute(
-            &format!("DELETE FROM {} WHERE {matching}", table.name()),
-            &[&tenant, &row_keys],
-        )
-        .await?;
-        into.execute(
-            &format!(
-                "INSERT INTO {name} ({cols}) SELECT {cols} FROM jsonb_populate_recordset(NULL::{name}, $1::text::jsonb)",
-                name = table.name(),
-                cols = table.column_list()
-            ),
-            &[&rows],
-        )
-        .await?;
+    let into = mover_tx(dest, move_id).await?;
+    for table in tables {
+        for ((table_name, tenant), row_keys) in keys.iter_mut() {
+            if *table_name != table.table.name {
+                continue;
+            }
+            row_keys.sort();
+            row_keys.dedup();
+            for chunk in row_keys.chunks(CATCH_UP_CHUNK) {
+                replace_rows(&snapshot, &into, table, tenant, chunk).await?;
+            }
+        }
     }
     into.commit().await?;
+    snapshot.commit().await?;
     source
         .execute(
             "DELETE FROM _autumn_move_changes WHERE seq = ANY($1)",
@@ -314,6 +343,48 @@ pub async fn catch_up(
         }
     }
     Ok(seqs.len() as u64)
+}
+
+/// Makes `row_keys` of one tenant's `table` on the destination what they are in the
+/// source's snapshot: present with the same values, or absent.
+async fn replace_rows(
+    snapshot: &tokio_postgres::Transaction<'_>,
+    into: &tokio_postgres::Transaction<'_>,
+    table: &TableInfo,
+    tenant: &str,
+    row_keys: &[String],
+) -> Result<(), tokio_postgres::Error> {
+    let matching = format!(
+        "{} = $1 AND {} = ANY($2::text[]::{}[])",
+        table.tenant_column(),
+        table.key_column(),
+        table.key_type
+    );
+    let rows: String = snapshot
+        .query_one(
+            &format!(
+                "SELECT coalesce(jsonb_agg(to_jsonb(t)), '[]'::jsonb)::text FROM {} t WHERE {matching}",
+                table.name()
+            ),
+            &[&tenant, &row_keys],
+        )
+        .await?
+        .get(0);
+    into.execute(
+        &format!("DELETE FROM {} WHERE {matching}", table.name()),
+        &[&tenant, &row_keys],
+    )
+    .await?;
+    into.execute(
+        &format!(
+            "INSERT INTO {name} ({cols}) SELECT {cols} FROM jsonb_populate_recordset(NULL::{name}, $1::text::jsonb)",
+            name = table.name(),
+            cols = table.column_list()
+        ),
+        &[&rows],
+    )
+    .await?;
+    Ok(())
 }
 
 /// How the delete step clears the source: `batch_rows` rows per transaction, each batch
@@ -347,8 +418,7 @@ pub async fn delete_moved_rows(
     pacing: DeletePacing,
 ) -> Result<u64, tokio_postgres::Error> {
     if pacing.batch_rows == 0 {
-        let tx = shard.transaction().await?;
-        tenant_guard::bypass(&tx, move_id).await?;
+        let tx = mover_tx(shard, move_id).await?;
         let deleted = delete_tenants(&tx, tables, tenants).await?;
         tx.commit().await?;
         return Ok(deleted);
@@ -359,19 +429,22 @@ pub async fn delete_moved_rows(
     // simply deletes what is left.
     let limit = i64::from(pacing.batch_rows);
     let mut deleted = 0;
-    for table in tables {
+    for table in tables.iter().rev() {
+        let tree = table.self_references().next().is_some();
         let mut after = None;
         loop {
             let started = std::time::Instant::now();
-            let tx = shard.transaction().await?;
-            tenant_guard::bypass(&tx, move_id).await?;
+            let tx = mover_tx(shard, move_id).await?;
             let (n, last) = delete_batch(&tx, table, tenants, &after, limit).await?;
             tx.commit().await?;
             deleted += n;
-            if (n as i64) < limit {
+            // A tree's next leaves were inner rows of this batch: it starts over each time.
+            if n == 0 || (!tree && (n as i64) < limit) {
                 break;
             }
-            after = last;
+            if !tree {
+                after = last;
+            }
             tokio::time::sleep(started.elapsed().mul_f64(DeletePacing::REST)).await;
         }
     }

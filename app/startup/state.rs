@@ -18,6 +18,7 @@ use utoipa_axum::router::OpenApiRouter;
 use crate::admin::{self, AdminState};
 use crate::bookmarks;
 use crate::bookmarks::stats::StatsCache;
+use crate::collections;
 use crate::fairness::{Admission, Fairness};
 use crate::members;
 use crate::pg::control::ControlLookups;
@@ -109,7 +110,11 @@ fn every_route(
     mount_admin: impl FnOnce(OpenApiRouter<AdminState>) -> OpenApiRouter<AppState>,
 ) -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
-        .merge(tenant(bookmarks::router().merge(members::routes())))
+        .merge(tenant(
+            bookmarks::router()
+                .merge(collections::routes())
+                .merge(members::routes()),
+        ))
         .merge(bookmarks::stats::routes())
         .merge(health::routes())
         .merge(metrics::routes())
@@ -139,6 +144,10 @@ pub fn api_document() -> OpenApi {
                 "A tenant's own bookmarks, on its shard.",
             ),
             (
+                collections::TAG,
+                "A tenant's collections (nested folders of bookmarks), on its shard.",
+            ),
+            (
                 members::TAG,
                 "A tenant's members and their API keys, on the control database; changes need \
                  the `admin` role.",
@@ -163,13 +172,14 @@ pub fn api_document() -> OpenApi {
         .collect(),
     );
     let access = |tag: &str| match tag {
-        bookmarks::api::TAG | members::TAG => Access::Tenant,
+        bookmarks::api::TAG | collections::TAG | members::TAG => Access::Tenant,
         admin::TAG => Access::Admin,
         _ => Access::Open,
     };
     let codes: Vec<&str> = [
         web::error::CODES,
         bookmarks::CODES,
+        collections::CODES,
         members::CODES,
         admin::CODES,
         crate::fairness::CODES,
@@ -180,8 +190,10 @@ pub fn api_document() -> OpenApi {
 }
 
 const API_DESCRIPTION: &str = "A multi-tenant bookmarks service whose tenants' data is \
-    routed across several Postgres shards. A tenant's operations (`bookmarks` tag) take the \
-    tenant's API key as a Bearer token; the admin API (`admin` tag) is mounted only when the \
+    routed across several Postgres shards. A tenant's operations (the `bookmarks`, \
+    `collections` and `members` tags) take the API key of one of the tenant's members as a \
+    Bearer token and act with that member's role: a viewer only reads, an editor also \
+    writes bookmarks and collections, an admin also manages members and keys. The admin API (`admin` tag) is mounted only when the \
     server has an `ADMIN_TOKEN`, and takes it as a Bearer token or as the password of HTTP \
     Basic. Every error answer is `{\"error\": {\"code\", \"message\"}}`, and every 429 and \
     503 says when to retry (`Retry-After`). The HTML UI (`/`, `/signin`, `/bookmarks/…`) and \

@@ -101,7 +101,7 @@ impl MemberInputError {
 
 /// White space as the API document's patterns mean it (ECMAScript's `\s`, which also
 /// counts the byte order mark).
-fn is_space(c: char) -> bool {
+pub fn is_space(c: char) -> bool {
     c.is_whitespace() || c == '\u{feff}'
 }
 

@@ -191,28 +191,80 @@ pub(crate) async fn count(layout: &Layout, shard: &str, tenant: &str) -> i64 {
         .unwrap()
 }
 
-/// Every column of a tenant's rows, as text, by id.
+/// Every column of a tenant's bookmarks, as text, by id.
 pub(crate) async fn rows(layout: &Layout, shard: &str, tenant: &str) -> Vec<Vec<Option<String>>> {
     on_shard(
         layout,
         shard,
         &format!(
-            "SELECT id, url, title, notes, tags::text, created_at::text, updated_at::text \
-             FROM bookmarks WHERE tenant_id = '{tenant}' ORDER BY id"
+            "SELECT id, url, title, notes, tags::text, created_at::text, updated_at::text, \
+             collection_id::text FROM bookmarks WHERE tenant_id = '{tenant}' ORDER BY id"
         ),
     )
     .await
 }
 
-/// `n` bookmarks for `tenant` written straight into its shard (faster than the API).
-pub(crate) async fn seed(layout: &Layout, shard: &str, tenant: &str, n: usize) {
+/// Every column of a tenant's collections, as text, by id.
+pub(crate) async fn tree(layout: &Layout, shard: &str, tenant: &str) -> Vec<Vec<Option<String>>> {
     on_shard(
         layout,
         shard,
         &format!(
-            "INSERT INTO bookmarks (tenant_id, id, url, title, notes, tags) \
+            "SELECT id::text, name, parent_id::text, created_at::text, updated_at::text \
+             FROM collections WHERE tenant_id = '{tenant}' ORDER BY id"
+        ),
+    )
+    .await
+}
+
+/// How many rows of `tenant` `shard` holds in every tenant table.
+pub(crate) async fn all_rows(layout: &Layout, shard: &str, tenant: &str) -> i64 {
+    let mut total = 0;
+    for table in bookmarks_sharded::content::TENANT_TABLES {
+        let n = on_shard(
+            layout,
+            shard,
+            &format!(
+                "SELECT count(*) FROM {} WHERE tenant_id = '{tenant}'",
+                table.name
+            ),
+        )
+        .await;
+        total += n[0][0].as_deref().unwrap().parse::<i64>().unwrap();
+    }
+    total
+}
+
+/// How many collections [`seed`] makes for `n` bookmarks: one per 50, at most 200.
+pub(crate) fn seeded_collections(n: usize) -> usize {
+    (n / 50).clamp(1, 200)
+}
+
+/// `n` bookmarks for `tenant` written straight into its shard (faster than the API), in a
+/// tree of collections: four children per collection under one root (200 collections
+/// reach depth 5), every bookmark but each tenth filed in one of them.
+pub(crate) async fn seed(layout: &Layout, shard: &str, tenant: &str, n: usize) {
+    let c = seeded_collections(n);
+    on_shard(
+        layout,
+        shard,
+        &format!(
+            "INSERT INTO collections (tenant_id, id, name, parent_id) \
+             SELECT '{tenant}', md5('{tenant}:c' || i)::uuid, 'c' || i, \
+             CASE WHEN i = 0 THEN NULL ELSE md5('{tenant}:c' || ((i - 1) / 4))::uuid END \
+             FROM generate_series(0, {c} - 1) i"
+        ),
+    )
+    .await;
+    on_shard(
+        layout,
+        shard,
+        &format!(
+            "INSERT INTO bookmarks (tenant_id, id, url, title, notes, tags, collection_id) \
              SELECT '{tenant}', gen_random_uuid(), 'https://seed.example/' || i, 'seed ' || i, \
-             repeat('n', i % 50), ARRAY['seed', 't' || (i % 7)] FROM generate_series(1, {n}) i"
+             repeat('n', i % 50), ARRAY['seed', 't' || (i % 7)], \
+             CASE WHEN i % 10 = 0 THEN NULL ELSE md5('{tenant}:c' || (i % {c}))::uuid END \
+             FROM generate_series(1, {n}) i"
         ),
     )
     .await;
@@ -304,8 +356,9 @@ async fn a_delete_in_small_batches_walks_across_tenants_and_leaves_nothing_behin
     let layout = move_layout().await;
     let app = spawn(&layout, "batched-delete").await;
     let tool = Tool::new(&layout);
-    // Three tenants on one shard, 12 + 13 + 14 rows, deleted 5 at a time: batches end in
-    // the middle of a tenant and straddle two.
+    // Three tenants on one shard, 400 + 401 + 402 bookmarks in 8 collections each (three
+    // levels), deleted 25 at a time: batches end in the middle of a tenant and straddle
+    // two, and each tenant's tree goes leaves first.
     let (first, home, away) = tenant(&app, "batched");
     let mut tenants = vec![first];
     while tenants.len() < 3 {
@@ -315,21 +368,29 @@ async fn a_delete_in_small_batches_walks_across_tenants_and_leaves_nothing_behin
         }
     }
     for (i, t) in tenants.iter().enumerate() {
-        seed(&layout, &home, t, 12 + i).await;
+        seed(&layout, &home, t, 400 + i).await;
     }
     let mut args = vec!["run", "--from", &home, "--to", &away];
     for t in &tenants {
         args.extend(["--tenant", t.as_str()]);
     }
-    args.extend(["--confirm", "--grace", "0s", "--delete-batch", "5"]);
+    args.extend(["--confirm", "--grace", "0s", "--delete-batch", "25"]);
     let done = tool.ok(&args);
     assert_eq!(done["state"], "done", "{done}");
-    assert_eq!(done["rows_deleted"], 39, "{done}");
+    assert_eq!(
+        done["rows_deleted"],
+        1203 + 3 * seeded_collections(400),
+        "{done}"
+    );
     for (i, t) in tenants.iter().enumerate() {
-        assert_eq!(count(&layout, &home, t).await, 0, "{t} left nothing behind");
+        assert_eq!(
+            all_rows(&layout, &home, t).await,
+            0,
+            "{t} left nothing behind"
+        );
         assert_eq!(
             count(&layout, &away, t).await,
-            12 + i as i64,
+            400 + i as i64,
             "{t} arrived whole"
         );
     }
@@ -473,6 +534,251 @@ pub(crate) async fn writer(
     known
 }
 
+/// What one tree writer knows it was told: its own collections and bookmarks, and the
+/// seeded bookmarks it refiled, as acknowledged last.
+#[derive(Default)]
+pub(crate) struct TreeWrites {
+    /// Its live collections: id → parent.
+    pub(crate) collections: BTreeMap<String, String>,
+    pub(crate) deleted_collections: Vec<String>,
+    /// Bookmarks it created or refiled: id → collection.
+    pub(crate) bookmarks: BTreeMap<String, Option<String>>,
+    pub(crate) deleted_bookmarks: Vec<String>,
+    pub(crate) acknowledged: usize,
+    pub(crate) refused: usize,
+    pub(crate) unexpected: Vec<String>,
+}
+
+impl TreeWrites {
+    /// Sends a write; its JSON answer when it was acknowledged. A refusal must be a 503
+    /// with Retry-After that says the tenant is moving; anything else is unexpected.
+    async fn send(&mut self, what: &str, request: reqwest::RequestBuilder) -> Option<Value> {
+        let res = request.send().await.unwrap();
+        let status = res.status().as_u16();
+        let retry_after = res.headers().get("retry-after").is_some();
+        let body: Value = res.json().await.unwrap_or_default();
+        match status {
+            200..=299 => {
+                self.acknowledged += 1;
+                Some(body)
+            }
+            503 if retry_after
+                && matches!(
+                    body["error"]["code"].as_str(),
+                    Some("tenant_moving" | "tenant_moved")
+                ) =>
+            {
+                self.refused += 1;
+                None
+            }
+            _ => {
+                self.unexpected.push(format!("{what}: {status} {body}"));
+                None
+            }
+        }
+    }
+}
+
+/// Works `tenant`'s collection tree through the apps in turn until `stop`: creates a
+/// collection under a seeded one and at once files a new bookmark in it (a parent and its
+/// child written back to back), refiles its share of seeded bookmarks (`mine`) between
+/// seeded collections and its own bookmarks between its own collections, re-parents its
+/// collections, and deletes them with their contents.
+pub(crate) async fn tree_writer(
+    apps: Arc<Vec<TestApp>>,
+    tenant: String,
+    who: usize,
+    seeded: Vec<String>,
+    mine: Vec<String>,
+    stop: Arc<AtomicBool>,
+) -> TreeWrites {
+    let mut known = TreeWrites::default();
+    let mut n = 0usize;
+    while !stop.load(Ordering::Relaxed) {
+        n += 1;
+        let app = &apps[n % apps.len()];
+        let auth = app.tenant(&tenant).await;
+        let pick = |k: usize, from: &[String]| from[(n * k) % from.len()].clone();
+        let own: Vec<String> = known.collections.keys().cloned().collect();
+        match n % 5 {
+            0 => {
+                let parent = pick(7, &seeded);
+                let made = known
+                    .send(
+                        "create collection",
+                        app.post("/api/collections")
+                            .headers(auth.clone())
+                            .json(&json!({"name": format!("w{who}-{n}"), "parent_id": parent})),
+                    )
+                    .await;
+                let Some(made) = made else { continue };
+                let id = made["id"].as_str().unwrap().to_owned();
+                known.collections.insert(id.clone(), parent);
+                let filed = known
+                    .send(
+                        "create bookmark in it",
+                        app.post("/api/bookmarks").headers(auth).json(&json!({
+                            "url": format!("https://tree.example/{who}/{n}"),
+                            "collection_id": id,
+                        })),
+                    )
+                    .await;
+                if let Some(filed) = filed {
+                    known
+                        .bookmarks
+                        .insert(filed["id"].as_str().unwrap().to_owned(), Some(id));
+                }
+            }
+            1 => {
+                let (bookmark, into) = (pick(1, &mine), pick(3, &seeded));
+                let body = json!({"collection_id": into});
+                let path = format!("/api/bookmarks/{bookmark}");
+                if known
+                    .send("refile", app.patch(&path).headers(auth).json(&body))
+                    .await
+                    .is_some()
+                {
+                    known.bookmarks.insert(bookmark, Some(into));
+                }
+            }
+            2 if !own.is_empty() => {
+                let (id, parent) = (pick(1, &own), pick(11, &seeded));
+                let path = format!("/api/collections/{id}");
+                let body = json!({"parent_id": parent});
+                if known
+                    .send("re-parent", app.patch(&path).headers(auth).json(&body))
+                    .await
+                    .is_some()
+                {
+                    known.collections.insert(id, parent);
+                }
+            }
+            3 if own.len() >= 2 => {
+                let into = pick(1, &own);
+                let movable: Vec<String> = known
+                    .bookmarks
+                    .iter()
+                    .filter(|(_, c)| c.as_ref().is_some_and(|c| own.contains(c) && *c != into))
+                    .map(|(b, _)| b.clone())
+                    .collect();
+                if movable.is_empty() {
+                    continue;
+                }
+                let bookmark = pick(1, &movable);
+                let path = format!("/api/bookmarks/{bookmark}");
+                let body = json!({"collection_id": into});
+                if known
+                    .send("refile own", app.patch(&path).headers(auth).json(&body))
+                    .await
+                    .is_some()
+                {
+                    known.bookmarks.insert(bookmark, Some(into));
+                }
+            }
+            4 if own.len() > 3 => {
+                let id = own[0].clone();
+                let path = format!("/api/collections/{id}?with_contents=true");
+                if known
+                    .send("delete collection", app.delete(&path).headers(auth))
+                    .await
+                    .is_some()
+                {
+                    known.collections.remove(&id);
+                    known.deleted_collections.push(id.clone());
+                    let gone: Vec<String> = known
+                        .bookmarks
+                        .iter()
+                        .filter(|(_, c)| c.as_deref() == Some(id.as_str()))
+                        .map(|(b, _)| b.clone())
+                        .collect();
+                    for b in gone {
+                        known.bookmarks.remove(&b);
+                        known.deleted_bookmarks.push(b);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    known
+}
+
+/// Checks that `shard` holds what tree writers were told, exactly: each live collection
+/// under its parent, each bookmark in its collection, the deleted ones gone; and that no
+/// row of the tenant points at a row that is not there.
+pub(crate) async fn check_tree(layout: &Layout, shard: &str, tenant: &str, writes: &[TreeWrites]) {
+    let collections: BTreeMap<String, Option<String>> = tree(layout, shard, tenant)
+        .await
+        .into_iter()
+        .map(|r| (r[0].clone().unwrap(), r[2].clone()))
+        .collect();
+    let bookmarks: BTreeMap<String, Option<String>> = rows(layout, shard, tenant)
+        .await
+        .into_iter()
+        .map(|r| (r[0].clone().unwrap(), r[7].clone()))
+        .collect();
+    for w in writes {
+        for (id, parent) in &w.collections {
+            assert_eq!(
+                collections.get(id),
+                Some(&Some(parent.clone())),
+                "collection {id}"
+            );
+        }
+        for id in &w.deleted_collections {
+            assert!(
+                !collections.contains_key(id),
+                "deleted collection {id} is gone"
+            );
+        }
+        for (id, within) in &w.bookmarks {
+            assert_eq!(bookmarks.get(id), Some(within), "bookmark {id}");
+        }
+        for id in &w.deleted_bookmarks {
+            assert!(!bookmarks.contains_key(id), "deleted bookmark {id} is gone");
+        }
+    }
+    let dangling = bookmarks
+        .values()
+        .flatten()
+        .chain(collections.values().flatten())
+        .filter(|c| !collections.contains_key(*c))
+        .count();
+    assert_eq!(dangling, 0, "every reference of {tenant} on {shard} holds");
+}
+
+/// Whether tree writers' collections (named `w…`) reached `shard`.
+pub(crate) async fn tree_writes_made_progress(layout: &Layout, shard: &str, tenant: &str) -> bool {
+    tree(layout, shard, tenant)
+        .await
+        .iter()
+        .any(|r| r[1].as_deref().is_some_and(|n| n.starts_with('w')))
+}
+
+/// `tenant`'s seeded collection ids, and its seeded bookmarks dealt out to `writers`.
+pub(crate) async fn tree_shares(
+    layout: &Layout,
+    shard: &str,
+    tenant: &str,
+    writers: usize,
+) -> (Vec<String>, Vec<Vec<String>>) {
+    let seeded: Vec<String> = tree(layout, shard, tenant)
+        .await
+        .into_iter()
+        .map(|r| r[0].clone().unwrap())
+        .collect();
+    let mut shares = vec![Vec::new(); writers];
+    for (i, row) in rows(layout, shard, tenant)
+        .await
+        .into_iter()
+        .enumerate()
+        .take(writers * 50)
+    {
+        shares[i % writers].push(row[0].clone().unwrap());
+    }
+    (seeded, shares)
+}
+
 /// Reads `tenant` through the apps in turn until `stop`; returns (reads, failures).
 pub(crate) async fn reader(
     apps: Arc<Vec<TestApp>>,
@@ -564,11 +870,22 @@ async fn online_move(wait: bool) -> (usize, u64) {
         .unwrap();
     seed(&layout, &home, &moving, 20_000).await;
     let seeded = rows(&layout, &home, &moving).await;
+    let (collections, mut shares) = tree_shares(&layout, &home, &moving, 1).await;
+    let refiled = shares[0].clone();
 
     let stop = Arc::new(AtomicBool::new(false));
     let writers: Vec<_> = (0..3)
         .map(|who| tokio::spawn(writer(apps.clone(), moving.clone(), who, stop.clone())))
         .collect();
+    // Works the tenant's collection tree meanwhile (the seed is 200 collections, depth 5).
+    let tree_writer = tokio::spawn(tree_writer(
+        apps.clone(),
+        moving.clone(),
+        7,
+        collections,
+        shares.remove(0),
+        stop.clone(),
+    ));
     let co_writer = tokio::spawn(writer(apps.clone(), co_tenant.clone(), 9, stop.clone()));
     let readers: Vec<_> = [moving.clone(), co_tenant.clone()]
         .into_iter()
@@ -629,6 +946,12 @@ async fn online_move(wait: bool) -> (usize, u64) {
         refused += w.refused;
         expected.extend(w.rows);
     }
+    let tree_writes = tree_writer.await.unwrap();
+    assert!(
+        tree_writes.unexpected.is_empty(),
+        "unexpected answers to the tree writer: {:?}",
+        tree_writes.unexpected
+    );
     let co = co_writer.await.unwrap();
     let mut reads = Vec::new();
     for r in readers {
@@ -652,22 +975,37 @@ async fn online_move(wait: bool) -> (usize, u64) {
     let mut dest_seeded = Vec::new();
     for row in on_dest {
         let id = row[0].clone().unwrap();
-        if seeded_ids.contains(&id) {
+        if refiled.contains(&id) {
+            // The tree writer's to check.
+        } else if seeded_ids.contains(&id) {
             dest_seeded.push(row);
-        } else {
+        } else if row[1]
+            .as_deref()
+            .unwrap()
+            .starts_with("https://load.example/")
+        {
             dest_written.insert(id, row[2].clone().unwrap());
         }
     }
+    let seeded: Vec<_> = seeded
+        .into_iter()
+        .filter(|r| !refiled.contains(r[0].as_ref().unwrap()))
+        .collect();
     assert_eq!(dest_seeded, seeded, "the seeded rows arrived unchanged");
+    check_tree(&layout, &away, &moving, &[tree_writes]).await;
+    assert!(
+        tree_writes_made_progress(&layout, &away, &moving).await,
+        "the tree writer's collections arrived"
+    );
     assert_eq!(dest_written, expected, "acknowledged writes, exactly");
     assert!(
         acknowledged > 20,
         "the writers made progress ({acknowledged})"
     );
     assert_eq!(
-        count(&layout, &home, &moving).await,
+        all_rows(&layout, &home, &moving).await,
         0,
-        "nothing left on the source"
+        "nothing left on the source, in any table"
     );
     assert_eq!(done["state"], "done");
     // The co-tenant on the same shard never noticed; reads never failed.
@@ -749,7 +1087,12 @@ async fn killed_moves_resume_to_the_end_from_every_step() {
             500 + written,
             "{point}"
         );
-        assert_eq!(count(&layout, &home, &t).await, 0, "{point}");
+        assert_eq!(all_rows(&layout, &home, &t).await, 0, "{point}");
+        assert_eq!(
+            tree(&layout, &away, &t).await.len(),
+            seeded_collections(500),
+            "{point}: the collection tree arrived"
+        );
         assert_eq!(served_shard(&app, &t).await.as_deref(), Ok(away.as_str()));
     }
     app.stop().await;
@@ -764,6 +1107,7 @@ async fn abort_returns_killed_moves_to_before_and_is_refused_once_the_destinatio
         let (t, home, away) = tenant(&app, point);
         seed(&layout, &home, &t, 300).await;
         let before = rows(&layout, &home, &t).await;
+        let tree_before = tree(&layout, &home, &t).await;
         let id = tool.kill_at(point, &step("run", &home, &away, &t, &[]));
         let aborted = tool.ok(&["abort", &id.to_string()]);
         assert_eq!(aborted["state"], "aborted", "{point}");
@@ -773,9 +1117,14 @@ async fn abort_returns_killed_moves_to_before_and_is_refused_once_the_destinatio
             "{point}: the source is intact"
         );
         assert_eq!(
-            count(&layout, &away, &t).await,
+            tree(&layout, &home, &t).await,
+            tree_before,
+            "{point}: the source's collections are intact"
+        );
+        assert_eq!(
+            all_rows(&layout, &away, &t).await,
             0,
-            "{point}: the copy is gone"
+            "{point}: the copy is gone, from every table"
         );
         assert_eq!(
             served_shard(&app, &t).await.as_deref(),
@@ -943,7 +1292,11 @@ async fn a_slot_moves_all_its_tenants_with_rows_and_only_then_suggests_the_slot_
     ]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{err}");
-    assert_eq!(last_json(&out)["rows_copied"], 50);
+    assert_eq!(
+        last_json(&out)["rows_copied"],
+        50 + seeded_collections(30) + seeded_collections(20),
+        "bookmarks and collections"
+    );
     assert!(
         err.contains(&format!("move slot {slot} in autumn.toml")),
         "the slot map change is suggested once the slot is empty: {err}"

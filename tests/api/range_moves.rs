@@ -13,8 +13,9 @@ use bookmarks_sharded::sharding::ShardKey;
 use serde_json::{Value, json};
 
 use crate::moves::{
-    Acknowledged, Tool, count, instant_now, last_json, move_layout, on_shard, reader, seed, spawn,
-    writer, writers_landed,
+    Acknowledged, Tool, all_rows, check_tree, count, instant_now, last_json, move_layout, on_shard,
+    reader, seed, seeded_collections, spawn, tree, tree_shares, tree_writer, writer,
+    writers_landed,
 };
 use crate::support::*;
 
@@ -242,6 +243,17 @@ async fn an_online_range_move_carries_existing_and_brand_new_tenants_and_spares_
         .enumerate()
         .map(|(who, t)| tokio::spawn(writer(apps.clone(), t.clone(), who, stop.clone())))
         .collect();
+    // The whale's collection tree (80 collections, four levels) is worked meanwhile.
+    let whale = existing[4].clone();
+    let (collections, mut shares) = tree_shares(&layout, "shard0", &whale, 1).await;
+    let tree_writer = tokio::spawn(tree_writer(
+        apps.clone(),
+        whale.clone(),
+        7,
+        collections,
+        shares.remove(0),
+        stop.clone(),
+    ));
     let arrivals = tokio::spawn(newcomers(apps.clone(), fresh, stop.clone()));
     let co_writer = tokio::spawn(writer(apps.clone(), co_tenant.clone(), 9, stop.clone()));
     let readers: Vec<_> = [existing[3].clone(), co_tenant.clone()]
@@ -311,6 +323,13 @@ async fn an_online_range_move_carries_existing_and_brand_new_tenants_and_spares_
         refused += w.refused;
         expected.extend(w.rows);
     }
+    let tree_writes = tree_writer.await.unwrap();
+    assert!(
+        tree_writes.unexpected.is_empty() && tree_writes.acknowledged > 0,
+        "the tree writer: {} acknowledged, unexpected {:?}",
+        tree_writes.acknowledged,
+        tree_writes.unexpected
+    );
     let arrived = arrivals.await.unwrap();
     assert!(
         arrived.unexpected.is_empty(),
@@ -372,7 +391,18 @@ async fn an_online_range_move_carries_existing_and_brand_new_tenants_and_spares_
             "new tenant {tenant}'s bookmark"
         );
     }
-    assert_eq!(count(&layout, "shard1", &existing[4]).await, 4000);
+    let seeded = on_shard(
+        &layout,
+        "shard1",
+        &format!(
+            "SELECT count(*) FROM bookmarks WHERE tenant_id = '{whale}' \
+             AND url LIKE 'https://seed.example/%'"
+        ),
+    )
+    .await;
+    assert_eq!(seeded[0][0].as_deref(), Some("4000"));
+    check_tree(&layout, "shard1", &whale, &[tree_writes]).await;
+    assert_eq!(all_rows(&layout, "shard0", &whale).await, 0);
     assert_eq!(
         rows_in_range(&layout, "shard0", first, last).await,
         0,
@@ -615,6 +645,14 @@ async fn killed_range_moves_resume_to_the_end_and_abort_back_to_before_from_ever
                     "{point}, abort: {abort}"
                 );
                 assert_eq!(count(&layout, other, t).await, 0, "{point}, abort: {abort}");
+                assert_eq!(
+                    (
+                        tree(&layout, owner, t).await.len(),
+                        all_rows(&layout, other, t).await
+                    ),
+                    (seeded_collections(3000), 0),
+                    "the collection tree is on {owner} only ({point}, abort: {abort})"
+                );
                 // The owner takes writes, through the app and its live slot map.
                 let routed = eventually(Duration::from_secs(2), || async {
                     served_shard(&app, t).await.as_deref() == Ok(owner)

@@ -1063,6 +1063,7 @@ async fn a_connection_prepares_the_create_statement_once_and_reuses_it() {
             title: format!("prepared {i}"),
             notes: String::new(),
             tags: vec!["one".into(), "two".into()],
+            collection_id: None,
         }
         .validate()
         .unwrap();
@@ -1123,6 +1124,7 @@ async fn a_connection_prepares_the_patch_and_the_search_statements_once_whatever
                 String::new()
             },
             tags: vec!["one".into()],
+            collection_id: None,
         }
         .validate()
         .unwrap();

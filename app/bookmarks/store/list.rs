@@ -6,9 +6,10 @@ use diesel::prelude::*;
 use diesel::result::Error as DbError;
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
 
-use super::{ListQuery, Listed, Page};
+use super::{CollectionFilter, ListQuery, Listed, Page, StoreError};
 use crate::bookmarks::model::Bookmark;
 use crate::bookmarks::schema::bookmarks::dsl as b;
+use crate::collections::store as collections;
 use crate::tenancy::TenantId;
 use uuid::Uuid;
 
@@ -17,11 +18,16 @@ pub async fn list(
     conn: &mut AsyncPgConnection,
     tenant: &TenantId,
     query: &ListQuery,
-) -> Result<Page, DbError> {
-    let sql = page_query(tenant, query).limit(query.limit + 1);
+) -> Result<Page, StoreError> {
+    let within = match query.collection {
+        None => None,
+        Some(filter) => Some(filed_in(conn, tenant, filter).await?),
+    };
+    let within = within.as_deref();
+    let sql = page_query(tenant, query, within).limit(query.limit + 1);
     let mut rows: Vec<(Bookmark, bool)> = match &query.q {
         None => sql.load(conn).await?,
-        Some(q) => search_page(conn, tenant, query, q).await?,
+        Some(q) => search_page(conn, tenant, query, within, q).await?,
     };
     let next_cursor = if rows.len() as i64 > query.limit {
         rows.truncate(query.limit as usize);
@@ -37,6 +43,26 @@ pub async fn list(
         })
         .collect();
     Ok(Page { items, next_cursor })
+}
+
+/// The collections a filter covers; refused when the tenant has no such collection.
+async fn filed_in(
+    conn: &mut AsyncPgConnection,
+    tenant: &TenantId,
+    filter: CollectionFilter,
+) -> Result<Vec<Uuid>, StoreError> {
+    let ids = if filter.recursive {
+        collections::subtree(conn, tenant, filter.id).await?.0
+    } else {
+        collections::get(conn, tenant, filter.id)
+            .await?
+            .map(|c| vec![c.id])
+            .unwrap_or_default()
+    };
+    if ids.is_empty() {
+        return Err(StoreError::NoSuchCollection);
+    }
+    Ok(ids)
 }
 
 type PageQuery<'a> = diesel::helper_types::IntoBoxed<
@@ -57,9 +83,13 @@ type PageQuery<'a> = diesel::helper_types::IntoBoxed<
     diesel::pg::Pg,
 >;
 
-/// The page's rows before any search: the tenant's, below the cursor, with the tag,
-/// newest first.
-fn page_query<'a>(tenant: &'a TenantId, query: &'a ListQuery) -> PageQuery<'a> {
+/// The page's rows before any search: the tenant's, below the cursor, with the tag, in the
+/// collections `within`, newest first.
+fn page_query<'a>(
+    tenant: &'a TenantId,
+    query: &'a ListQuery,
+    within: Option<&'a [Uuid]>,
+) -> PageQuery<'a> {
     let mut sql = b::bookmarks
         .filter(b::tenant_id.eq(tenant.as_str()))
         .select((Bookmark::as_select(), WaitsForIndex))
@@ -70,6 +100,9 @@ fn page_query<'a>(tenant: &'a TenantId, query: &'a ListQuery) -> PageQuery<'a> {
     }
     if let Some(tag) = &query.tag {
         sql = sql.filter(b::tags.contains(vec![tag.clone()]));
+    }
+    if let Some(within) = within {
+        sql = sql.filter(b::collection_id.eq_any(within));
     }
     sql
 }
@@ -87,6 +120,7 @@ async fn search_page(
     conn: &mut AsyncPgConnection,
     tenant: &TenantId,
     query: &ListQuery,
+    within: Option<&[Uuid]>,
     q: &str,
 ) -> Result<Vec<(Bookmark, bool)>, DbError> {
     let want = query.limit + 1;
@@ -102,7 +136,9 @@ async fn search_page(
         window = window.filter(b::id.lt(cursor));
     }
     let edge: Option<Uuid> = window.first(conn).await.optional()?;
-    let mut recent = page_query(tenant, query).filter(search_row(q)).limit(want);
+    let mut recent = page_query(tenant, query, within)
+        .filter(search_row(q))
+        .limit(want);
     if let Some(edge) = edge {
         recent = recent.filter(b::id.ge(edge));
     }
@@ -110,7 +146,7 @@ async fn search_page(
     if let Some(edge) = edge
         && (rows.len() as i64) < want
     {
-        let older: Vec<(Bookmark, bool)> = page_query(tenant, query)
+        let older: Vec<(Bookmark, bool)> = page_query(tenant, query, within)
             .filter(b::id.lt(edge))
             .filter(search_hits(tenant.as_str(), q))
             .limit(want - rows.len() as i64)

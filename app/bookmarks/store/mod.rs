@@ -21,17 +21,44 @@ pub use list::list;
 pub enum StoreError {
     #[error("the tenant already has a bookmark for that URL")]
     Duplicate { existing: Uuid },
+    /// The composite foreign key refused it: the tenant has no such collection (another
+    /// tenant's collection counts as none).
+    #[error("collection_id names no collection of this tenant")]
+    NoSuchCollection,
     #[error(transparent)]
-    Db(#[from] DbError),
+    Db(DbError),
+}
+
+impl From<DbError> for StoreError {
+    fn from(e: DbError) -> Self {
+        match &e {
+            DbError::DatabaseError(DatabaseErrorKind::ForeignKeyViolation, info)
+                if info.constraint_name() == Some("bookmarks_collection") =>
+            {
+                StoreError::NoSuchCollection
+            }
+            _ => StoreError::Db(e),
+        }
+    }
 }
 
 /// A page request: newest first, starting after `cursor` (an id from the previous page).
 #[derive(Debug, Clone, Default)]
 pub struct ListQuery {
     pub tag: Option<String>,
+    /// Only bookmarks filed in this collection (or, recursively, in its subtree).
+    pub collection: Option<CollectionFilter>,
     pub q: Option<String>,
     pub limit: i64,
     pub cursor: Option<Uuid>,
+}
+
+/// A list's collection filter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CollectionFilter {
+    pub id: Uuid,
+    /// Also the collections nested in it, at any depth.
+    pub recursive: bool,
 }
 
 /// One page and the cursor for the next, if there is one.
@@ -68,6 +95,7 @@ pub async fn insert(
         b::tags.eq(&draft.tags),
         b::created_at.eq(now),
         b::updated_at.eq(now),
+        b::collection_id.eq(draft.collection_id),
     );
     let inserted: Option<Bookmark> = diesel::insert_into(b::bookmarks)
         .values(row)
@@ -123,6 +151,8 @@ pub async fn update(
         tenant: tenant.as_str(),
         id,
         patch,
+        set_collection: patch.collection_id.is_some(),
+        collection: patch.collection_id.flatten(),
         now: Utc::now(),
     }
     .get_result(conn)
@@ -134,7 +164,7 @@ pub async fn update(
             let url = patch.url.as_deref().unwrap_or_default();
             Err(duplicate_of(conn, tenant, url).await)
         }
-        Err(e) => Err(StoreError::Db(e)),
+        Err(e) => Err(e.into()),
     }
 }
 
@@ -145,6 +175,9 @@ struct PatchStatement<'a> {
     tenant: &'a str,
     id: Uuid,
     patch: &'a BookmarkPatch,
+    /// Whether the patch files the bookmark (`collection`, possibly none) or leaves it.
+    set_collection: bool,
+    collection: Option<Uuid>,
     now: chrono::DateTime<Utc>,
 }
 
@@ -171,14 +204,20 @@ impl diesel::query_builder::QueryFragment<diesel::pg::Pg> for PatchStatement<'_>
         out.push_bind_param::<Nullable<Text>, _>(&self.patch.notes)?;
         out.push_sql(", notes), tags = COALESCE(");
         out.push_bind_param::<Nullable<Array<Text>>, _>(&self.patch.tags)?;
-        out.push_sql(", tags), updated_at = ");
+        out.push_sql(", tags), collection_id = CASE WHEN ");
+        out.push_bind_param::<diesel::sql_types::Bool, _>(&self.set_collection)?;
+        out.push_sql(" THEN ");
+        out.push_bind_param::<Nullable<diesel::sql_types::Uuid>, _>(&self.collection)?;
+        out.push_sql(" ELSE collection_id END, updated_at = ");
         out.push_bind_param::<Timestamptz, _>(&self.now)?;
         out.push_sql(" WHERE tenant_id = ");
         out.push_bind_param::<Text, _>(&self.tenant)?;
         out.push_sql(" AND id = ");
         out.push_bind_param::<diesel::sql_types::Uuid, _>(&self.id)?;
         // The columns in `Bookmark`'s order, which its `Queryable` reads them in.
-        out.push_sql(" RETURNING tenant_id, id, url, title, notes, tags, created_at, updated_at");
+        out.push_sql(
+            " RETURNING tenant_id, id, url, title, notes, tags, created_at, updated_at, collection_id",
+        );
         Ok(())
     }
 }

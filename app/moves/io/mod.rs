@@ -91,14 +91,9 @@ pub trait MoveIo {
         progress: &MoveProgress,
     ) -> Result<u64, DbError>;
 
-    /// One catch-up round: copies up to `limit` logged changes; how many it applied. Adds
-    /// the rows they named to `applied`.
-    async fn catch_up(
-        &mut self,
-        move_id: i64,
-        limit: i64,
-        applied: Option<&mut Keys>,
-    ) -> Result<u64, DbError>;
+    /// One catch-up round: copies every change logged when it starts; how many it
+    /// applied. Adds the rows they named to `applied`.
+    async fn catch_up(&mut self, move_id: i64, applied: Option<&mut Keys>) -> Result<u64, DbError>;
 
     /// Opens a snapshot of the source (read as [`At::Snapshot`] until closed); the rows
     /// whose logged change had not been copied when it was taken.

@@ -180,19 +180,13 @@ impl MoveIo for PgMoveIo<'_> {
         .map_err(DbError::Shard)
     }
 
-    async fn catch_up(
-        &mut self,
-        move_id: i64,
-        limit: i64,
-        applied: Option<&mut Keys>,
-    ) -> Result<u64, DbError> {
+    async fn catch_up(&mut self, move_id: i64, applied: Option<&mut Keys>) -> Result<u64, DbError> {
         let pair = &mut *self.pair;
         transfer::catch_up(
             &mut pair.source,
             &mut pair.dest,
             move_id,
             &pair.tables,
-            limit,
             applied,
         )
         .await

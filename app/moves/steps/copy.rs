@@ -14,8 +14,6 @@ use crate::moves::scope::{Scope, Side};
 use crate::moves::tenant_guard::GuardState;
 use crate::moves::transfer::Keys;
 
-/// Catch-up rounds copy at most this many logged changes each.
-pub const CATCH_UP_BATCH: i64 = 10_000;
 /// Catch-up stops once a round has fewer changes than this left to copy: the rest is
 /// copied behind the fence, whose length it bounds.
 const CATCH_UP_SMALL: u64 = 200;
@@ -31,7 +29,7 @@ pub async fn catch_up_until_small<Io: MoveIo>(
     let mut total = 0;
     for _ in 0..CATCH_UP_ROUNDS {
         let n = io
-            .catch_up(move_id, CATCH_UP_BATCH, applied.as_deref_mut())
+            .catch_up(move_id, applied.as_deref_mut())
             .await
             .map_err(on_db("catch-up copy failed"))?;
         total += n;

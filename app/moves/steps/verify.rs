@@ -17,7 +17,7 @@ use super::routing;
 use std::time::Instant;
 
 use super::abort::undo_copy;
-use super::copy::{CATCH_UP_BATCH, catch_up_until_small};
+use super::copy::catch_up_until_small;
 use crate::moves::checksum::{self, TableSum};
 use crate::moves::context::StepContext;
 use crate::moves::error::{MoveError, on_db};
@@ -88,7 +88,7 @@ pub async fn run<Io: MoveIo>(
         let changed = ahead.as_mut().map(|a: &mut Ahead| &mut a.changed);
         let n = cx
             .io
-            .catch_up(m.id, CATCH_UP_BATCH, changed)
+            .catch_up(m.id, changed)
             .await
             .map_err(on_db("final copy failed"))?;
         applied += n;

@@ -263,7 +263,6 @@ impl MoveIo for MemoryIo {
     async fn catch_up(
         &mut self,
         move_id: i64,
-        limit: i64,
         mut applied: Option<&mut Keys>,
     ) -> Result<u64, DbError> {
         self.call()?;
@@ -273,7 +272,6 @@ impl MoveIo for MemoryIo {
             .changes
             .iter()
             .filter(|c| c.0 == move_id)
-            .take(limit as usize)
             .map(|c| (c.1.clone(), c.2.clone(), c.3.clone()))
             .collect();
         let dest = world.shard_mut(&self.to);
