@@ -159,7 +159,7 @@ async fn sibling_named(
     conn: &mut AsyncPgConnection,
     tenant: &str,
     parent: Option<Uuid>,
-    name: &CollectionName,
+    name: &str,
 ) -> Result<Option<Uuid>, DbError> {
     let rows: Vec<Id> = diesel::sql_query(
         "SELECT id FROM collections WHERE tenant_id = $1 \
@@ -167,7 +167,7 @@ async fn sibling_named(
     )
     .bind::<Text, _>(tenant)
     .bind::<diesel::sql_types::Nullable<diesel::sql_types::Uuid>, _>(parent)
-    .bind::<Text, _>(name.as_str())
+    .bind::<Text, _>(name)
     .load(conn)
     .await?;
     Ok(rows.into_iter().next().map(|r| r.id))
@@ -213,7 +213,7 @@ pub async fn create(
                 depth: above.len() + 1,
             });
         }
-        if let Some(existing) = sibling_named(tx, &tenant, parent, &name).await? {
+        if let Some(existing) = sibling_named(tx, &tenant, parent, name.as_str()).await? {
             return Err(CollectionError::DuplicateName { existing });
         }
         let now = Utc::now();
@@ -262,9 +262,8 @@ pub async fn update(
                 });
             }
         }
-        let new_name = name.unwrap_or_else(|| {
-            CollectionName::parse(&current.name).expect("stored names passed the same rules")
-        });
+        // The stored name as it is when unchanged: it is not parsed again.
+        let new_name = name.map_or(current.name, |n| n.as_str().to_owned());
         if let Some(existing) = sibling_named(tx, tenant, new_parent, &new_name).await?
             && existing != id
         {
@@ -276,7 +275,7 @@ pub async fn update(
                 .filter(c::id.eq(id)),
         )
         .set((
-            c::name.eq(new_name.as_str()),
+            c::name.eq(&new_name),
             c::parent_id.eq(new_parent),
             c::updated_at.eq(Utc::now()),
         ))
