@@ -128,7 +128,7 @@ async fn create(
             .validate()
             .map_err(|e| fail(StatusCode::UNPROCESSABLE_ENTITY, format!("{e:?}")))?;
         let mut c = conn(&state).await?;
-        let created = match store::insert(&mut c, &tenant, &draft).await {
+        let created = match store::insert(&mut c, &tenant, &draft, None).await {
             Ok(b) => b,
             Err(StoreError::Duplicate { existing }) => {
                 return Err(fail(StatusCode::CONFLICT, existing));

@@ -13,12 +13,15 @@ use utoipa_axum::routes;
 use uuid::Uuid;
 
 use super::error::{BookmarkError, BookmarkPath, NO_SUCH_BOOKMARK};
-use super::model::{Bookmark, NewBookmarkInput, PatchInput};
+use super::model::{Bookmark, NewBookmarkInput, PatchInput, TagRenameInput};
+use super::store::tags::Renamed;
 use super::store::{self, CollectionFilter, ListQuery, Listed, StoreError};
 use crate::sharding::access::Shards;
+use crate::tenancy::auth::Authenticated;
 use crate::web::error::ApiError;
 use crate::web::extract::{
-    ApiJson, ApiQuery, QueryFailure, ShardedDb, ShardedReadDb, Tenant, WorkError, refuse_nul,
+    ApiJson, ApiQuery, QueryFailure, ShardedDb, ShardedReadDb, Tenant, WorkError, blank_or_bool,
+    refuse_nul,
 };
 use crate::web::openapi::ErrorBody;
 
@@ -49,6 +52,7 @@ where
         .routes(routes!(list, create))
         .routes(routes!(show, update, remove))
         .routes(routes!(tags))
+        .routes(routes!(rename_tag))
 }
 
 /// A bookmark as the API shows it, with the shard that holds it.
@@ -109,7 +113,17 @@ pub struct ListParams {
     #[param(format = Uuid)]
     pub collection: Option<String>,
     /// With `collection`: also the bookmarks of every collection nested in it.
+    #[serde(default, deserialize_with = "blank_or_bool")]
     pub recursive: Option<bool>,
+    /// Only unread bookmarks (`true`) or only read ones (`false`).
+    #[serde(default, deserialize_with = "blank_or_bool")]
+    pub unread: Option<bool>,
+    /// Only archived bookmarks (`true`) or only those not archived (`false`).
+    #[serde(default, deserialize_with = "blank_or_bool")]
+    pub archived: Option<bool>,
+    /// Only favourites (`true`) or only the others (`false`).
+    #[serde(default, deserialize_with = "blank_or_bool")]
+    pub favorite: Option<bool>,
 }
 
 impl ListParams {
@@ -165,6 +179,9 @@ impl ListParams {
             limit,
             cursor,
             collection,
+            unread: self.unread,
+            archived: self.archived,
+            favorite: self.favorite,
         })
     }
 }
@@ -274,13 +291,15 @@ fn view(db: &ShardedDb, bookmark: &Bookmark) -> Response {
     )
 )]
 async fn create(
-    Tenant(tenant): Tenant,
+    who: Authenticated,
     mut db: ShardedDb,
     ApiJson(input): ApiJson<NewBookmarkInput>,
 ) -> Result<Response, ApiError> {
     let draft = input.validate().map_err(BookmarkError::Validation)?;
+    let author = who.member.as_ref().map(|m| m.id);
+    let tenant = &who.tenant;
     let created = db
-        .write(async |c| store::insert(c, &tenant, &draft).await)
+        .write(async |c| store::insert(c, tenant, &draft, author).await)
         .await?;
     Ok((StatusCode::CREATED, view(&db, &created)).into_response())
 }
@@ -415,6 +434,50 @@ async fn tags(Tenant(tenant): Tenant, mut db: ShardedReadDb) -> Result<Response,
             .into_iter()
             .map(|(tag, count)| TagCount { tag, count })
             .collect(),
+    })
+    .into_response())
+}
+
+/// What a tag rename did; `more` says to send it again.
+#[derive(Serialize, ToSchema)]
+struct RenameView {
+    from: String,
+    to: String,
+    /// Bookmarks changed by this request: at most 1 000.
+    renamed: i64,
+    /// Whether bookmarks with `from` remain because there were more than one request
+    /// changes: send the same request again until this is false.
+    more: bool,
+}
+
+/// Renames a tag on the tenant's bookmarks, or merges it into another: every `from`
+/// becomes `to`, and a bookmark that had both keeps one. A thousand bookmarks at most per
+/// request, in one shard transaction, oldest first; `more` says whether to send it again.
+#[utoipa::path(
+    post,
+    path = "/api/tags/rename",
+    tag = TAG,
+    request_body = TagRenameInput,
+    responses(
+        (status = 200, description = "Renamed on up to 1 000 bookmarks (none, when no bookmark has `from`).", body = RenameView),
+        (status = 422, description = "`from` or `to` is blank, too long, or they name the same tag (`validation_failed`).", body = ErrorBody),
+    )
+)]
+async fn rename_tag(
+    Tenant(tenant): Tenant,
+    mut db: ShardedDb,
+    ApiJson(input): ApiJson<TagRenameInput>,
+) -> Result<Response, ApiError> {
+    let rename = input.validate().map_err(BookmarkError::Validation)?;
+    let now = chrono::Utc::now();
+    let Renamed { renamed, more } = db
+        .write(async |c| store::tags::rename(c, &tenant, &rename, now).await)
+        .await?;
+    Ok(Json(RenameView {
+        from: rename.from,
+        to: rename.to,
+        renamed,
+        more,
     })
     .into_response())
 }

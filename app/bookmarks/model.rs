@@ -36,6 +36,14 @@ pub struct Bookmark {
     pub updated_at: DateTime<Utc>,
     /// The collection it is filed in; `null` when it is in none.
     pub collection_id: Option<Uuid>,
+    /// Saved to read later and not read yet.
+    pub unread: bool,
+    /// Put away: kept, out of the way.
+    pub archived: bool,
+    pub favorite: bool,
+    /// The member who saved it; `null` for bookmarks saved before the tenant had members,
+    /// or by a trusted caller acting for no member.
+    pub created_by: Option<Uuid>,
 }
 
 /// What a client sends to create a bookmark (also the HTML form's fields).
@@ -68,6 +76,15 @@ pub struct NewBookmarkInput {
     /// The tenant's collection to file it in (absent or `null`: none).
     #[serde(default)]
     pub collection_id: Option<Uuid>,
+    /// Saved to read later (default false).
+    #[serde(default)]
+    pub unread: bool,
+    /// Put away (default false).
+    #[serde(default)]
+    pub archived: bool,
+    /// Marked as a favourite (default false).
+    #[serde(default)]
+    pub favorite: bool,
 }
 
 /// One tag as sent: trimmed and lower-cased before it is stored. Only its schema is used.
@@ -107,6 +124,62 @@ pub struct PatchInput {
     #[serde(default, deserialize_with = "crate::collections::model::present")]
     #[schema(value_type = Option<Uuid>, nullable)]
     pub collection_id: Option<Option<Uuid>>,
+    pub unread: Option<bool>,
+    pub archived: Option<bool>,
+    pub favorite: Option<bool>,
+}
+
+/// What a client sends to rename a tag across the tenant's bookmarks.
+#[derive(Debug, Clone, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TagRenameInput {
+    /// The tag to rename; compared trimmed and lower-cased, as tags are stored.
+    #[schema(max_length = 40, pattern = "^[^\\u0000]*$")]
+    pub from: String,
+    /// Its new name. A bookmark that has both ends with `to` once: renaming onto an
+    /// existing tag merges the two.
+    #[schema(max_length = 40, pattern = "^[^\\u0000]*$")]
+    pub to: String,
+}
+
+/// A validated tag rename: two different tags, as they are stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TagRename {
+    pub from: String,
+    pub to: String,
+}
+
+impl TagRenameInput {
+    pub fn validate(self) -> Result<TagRename, Vec<FieldError>> {
+        let mut errors = Vec::new();
+        let from = check_tag("from", &self.from, &mut errors);
+        let to = check_tag("to", &self.to, &mut errors);
+        if errors.is_empty() && from == to {
+            push(&mut errors, "to", "to is the same tag as from");
+        }
+        if errors.is_empty() {
+            Ok(TagRename { from, to })
+        } else {
+            Err(errors)
+        }
+    }
+}
+
+/// One tag named by `field`: trimmed and lower-cased as tags are stored, and not blank.
+fn check_tag(field: &'static str, raw: &str, errors: &mut Vec<FieldError>) -> String {
+    let tag = raw.trim().to_lowercase();
+    if tag.is_empty() {
+        push(errors, field, format!("{field} must name a tag"));
+    } else if tag.contains('\0') {
+        push(errors, field, format!("{field} {NUL_MESSAGE}"));
+    } else if tag.chars().count() > MAX_TAG_CHARS {
+        push(
+            errors,
+            field,
+            format!("{field} is longer than {MAX_TAG_CHARS} characters"),
+        );
+    }
+    tag
 }
 
 /// A validated bookmark ready to insert.
@@ -117,6 +190,15 @@ pub struct BookmarkDraft {
     pub notes: String,
     pub tags: Vec<String>,
     pub collection_id: Option<Uuid>,
+    pub states: States,
+}
+
+/// A bookmark's reading states.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct States {
+    pub unread: bool,
+    pub archived: bool,
+    pub favorite: bool,
 }
 
 /// A validated partial update: the fields given (`store::update` keeps the others).
@@ -128,6 +210,9 @@ pub struct BookmarkPatch {
     pub tags: Option<Vec<String>>,
     /// `Some(None)`: out of its collection.
     pub collection_id: Option<Option<Uuid>>,
+    pub unread: Option<bool>,
+    pub archived: Option<bool>,
+    pub favorite: Option<bool>,
 }
 
 impl BookmarkPatch {
@@ -137,6 +222,9 @@ impl BookmarkPatch {
             && self.notes.is_none()
             && self.tags.is_none()
             && self.collection_id.is_none()
+            && self.unread.is_none()
+            && self.archived.is_none()
+            && self.favorite.is_none()
     }
 }
 
@@ -161,6 +249,11 @@ impl NewBookmarkInput {
                 notes,
                 tags,
                 collection_id: self.collection_id,
+                states: States {
+                    unread: self.unread,
+                    archived: self.archived,
+                    favorite: self.favorite,
+                },
             })
         } else {
             Err(errors)
@@ -177,6 +270,9 @@ impl PatchInput {
             notes: self.notes.map(|n| check_notes(&n, &mut errors)),
             tags: self.tags.map(|t| check_tags(&t, &mut errors)),
             collection_id: self.collection_id,
+            unread: self.unread,
+            archived: self.archived,
+            favorite: self.favorite,
         };
         if errors.is_empty() {
             Ok(patch)

@@ -11,5 +11,9 @@ diesel::table! {
         created_at -> Timestamptz,
         updated_at -> Timestamptz,
         collection_id -> Nullable<Uuid>,
+        unread -> Bool,
+        archived -> Bool,
+        favorite -> Bool,
+        created_by -> Nullable<Uuid>,
     }
 }

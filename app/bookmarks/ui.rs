@@ -19,16 +19,19 @@ use uuid::Uuid;
 
 use super::api::ListParams;
 use super::error::{BookmarkError, BookmarkPath, NO_SUCH_BOOKMARK};
-use super::model::{FieldError, NewBookmarkInput, PatchInput, split_tags};
+use super::model::{FieldError, NewBookmarkInput, PatchInput, States, split_tags};
 use super::store::{self, Listed, StoreError};
+use crate::collections::model::{Outlined, outline};
+use crate::collections::store as collections;
 use crate::sharding::access::Shards;
 use crate::tenancy::TenantId;
 use crate::tenancy::api_key::ApiKey;
 use crate::tenancy::auth::{Authenticated, Authenticator};
 use crate::tenancy::key_store::KeyCheck;
+use crate::tenancy::members::Role;
 use crate::web::csrf;
 use crate::web::error::ApiError;
-use crate::web::extract::{ShardedDb, Tenant, UiForm};
+use crate::web::extract::{ShardedDb, UiForm};
 
 /// The HTML pages.
 pub fn routes<S>() -> Router<S>
@@ -67,10 +70,41 @@ struct ListPage {
     /// Whether the page offers writes: a viewer's would be refused anyway.
     writes: bool,
     shard: String,
-    items: Vec<Listed>,
+    items: Vec<Row>,
     tag: String,
     q: String,
+    /// The collection filter's choices, the chosen one selected.
+    collections: Vec<Choice>,
+    recursive: bool,
+    unread: bool,
+    favorite: bool,
+    archived: bool,
+    /// The filters as a query string, for the next page's link.
+    filters: String,
     next_cursor: Option<Uuid>,
+}
+
+/// A listed bookmark and the path of its collection (empty when it is in none).
+struct Row {
+    item: Listed,
+    collection: String,
+}
+
+/// One collection in a picker.
+struct Choice {
+    id: Uuid,
+    path: String,
+    selected: bool,
+}
+
+fn choices(all: &[Outlined], selected: Option<Uuid>) -> Vec<Choice> {
+    all.iter()
+        .map(|o| Choice {
+            id: o.id,
+            path: o.path.clone(),
+            selected: Some(o.id) == selected,
+        })
+        .collect()
 }
 
 #[derive(Template, WebTemplate, Default)]
@@ -83,10 +117,15 @@ struct FormPage {
     title: String,
     tags: String,
     notes: String,
+    collections: Vec<Choice>,
+    unread: bool,
+    favorite: bool,
+    archived: bool,
     url_error: Option<String>,
     title_error: Option<String>,
     tags_error: Option<String>,
     notes_error: Option<String>,
+    collection_error: Option<String>,
     general_error: Option<String>,
 }
 
@@ -97,6 +136,7 @@ impl FormPage {
                 "url" => &mut self.url_error,
                 "title" => &mut self.title_error,
                 "tags" => &mut self.tags_error,
+                "collection_id" => &mut self.collection_error,
                 _ => &mut self.notes_error,
             };
             *slot = Some(e.message.clone());
@@ -115,20 +155,34 @@ struct SignInForm {
     csrf: String,
 }
 
-/// The signed-in tenant of a page; a browser that is not signed in is sent to sign in.
-struct SignedIn(TenantId);
+/// Who signed in to a page; a browser that is not signed in is sent to sign in.
+struct SignedIn(Authenticated);
 
 impl<S: Send + Sync> FromRequestParts<S> for SignedIn {
     type Rejection = Response;
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Response> {
-        match Tenant::from_request_parts(parts, state).await {
-            Ok(Tenant(tenant)) => Ok(SignedIn(tenant)),
+        match Authenticated::from_request_parts(parts, state).await {
+            Ok(who) => Ok(SignedIn(who)),
             Err(ApiError::Auth(e)) if e.is_missing_or_wrong() => {
                 Err(Redirect::to("/signin").into_response())
             }
             Err(other) => Err(other.into_response()),
         }
+    }
+}
+
+/// A signed-in member who may write: the forms' pages refuse a viewer as the writes would.
+struct Writer(Authenticated);
+
+impl<S: Send + Sync> FromRequestParts<S> for Writer {
+    type Rejection = Response;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Response> {
+        let SignedIn(who) = SignedIn::from_request_parts(parts, state).await?;
+        who.require(Role::Editor)
+            .map_err(|e| ApiError::Auth(e).into_response())?;
+        Ok(Writer(who))
     }
 }
 
@@ -142,8 +196,36 @@ struct BookmarkForm {
     tags: String,
     #[serde(default)]
     notes: String,
+    /// A collection's id, or blank for none.
+    #[serde(default)]
+    collection_id: String,
+    // Checkboxes: sent when ticked, absent when not.
+    unread: Option<String>,
+    favorite: Option<String>,
+    archived: Option<String>,
     #[serde(default)]
     csrf: String,
+}
+
+impl BookmarkForm {
+    fn states(&self) -> States {
+        States {
+            unread: self.unread.is_some(),
+            favorite: self.favorite.is_some(),
+            archived: self.archived.is_some(),
+        }
+    }
+
+    /// The picked collection: blank is none; anything but an id is a field error.
+    fn collection(&self) -> Result<Option<Uuid>, FieldError> {
+        match self.collection_id.trim() {
+            "" => Ok(None),
+            id => Uuid::parse_str(id).map(Some).map_err(|_| FieldError {
+                field: "collection_id",
+                message: "collection_id is not a collection id".to_owned(),
+            }),
+        }
+    }
 }
 
 #[derive(Deserialize)]
@@ -176,9 +258,44 @@ where
     let q = params.q.clone().unwrap_or_default();
     let query = params.parse()?;
     let mut db = ShardedDb::from_request_parts(&mut parts, &state).await?;
-    let page = db
-        .read(async |c| store::list(c, &tenant, &query).await)
+    let (page, all) = db
+        .read(async |c| {
+            let page = store::list(c, &tenant, &query).await?;
+            let all = collections::list(c, &tenant).await?;
+            Ok::<_, StoreError>((page, all))
+        })
         .await?;
+    let outline = outline(&all);
+    let path_of = |id: Option<Uuid>| {
+        id.and_then(|id| outline.iter().find(|o| o.id == id))
+            .map(|o| o.path.clone())
+            .unwrap_or_default()
+    };
+    let items = page
+        .items
+        .into_iter()
+        .map(|item| Row {
+            collection: path_of(item.bookmark.collection_id),
+            item,
+        })
+        .collect();
+    let chosen = query.collection.map(|f| f.id);
+    let recursive = query.collection.is_some_and(|f| f.recursive);
+    let mut filters = url::form_urlencoded::Serializer::new(String::new());
+    filters.append_pair("tag", &tag).append_pair("q", &q);
+    if let Some(id) = chosen {
+        filters.append_pair("collection", &id.to_string());
+    }
+    for (name, on) in [
+        ("recursive", recursive),
+        ("unread", query.unread == Some(true)),
+        ("favorite", query.favorite == Some(true)),
+        ("archived", query.archived == Some(true)),
+    ] {
+        if on {
+            filters.append_pair(name, "true");
+        }
+    }
     Ok((
         jar,
         ListPage {
@@ -188,13 +305,27 @@ where
             role: who.role.to_string(),
             writes: who.role.writes(),
             shard: db.shard().to_owned(),
-            items: page.items,
+            items,
             tag,
             q,
+            collections: choices(&outline, chosen),
+            recursive,
+            unread: query.unread == Some(true),
+            favorite: query.favorite == Some(true),
+            archived: query.archived == Some(true),
+            filters: filters.finish(),
             next_cursor: page.next_cursor,
         },
     )
         .into_response())
+}
+
+/// The tenant's collections in tree order, for a form's picker.
+async fn outlined(db: &mut ShardedDb, tenant: &TenantId) -> Result<Vec<Outlined>, ApiError> {
+    let all = db
+        .read(async |c| collections::list(c, tenant).await)
+        .await?;
+    Ok(outline(&all))
 }
 
 fn sign_in_page(
@@ -275,29 +406,45 @@ async fn sign_out(
     Ok((auth.sessions().end(jar), Redirect::to("/signin")).into_response())
 }
 
-async fn new_form(SignedIn(tenant): SignedIn, jar: CookieJar) -> impl IntoResponse {
+async fn new_form(
+    Writer(who): Writer,
+    jar: CookieJar,
+    mut db: ShardedDb,
+) -> Result<Response, ApiError> {
     let (jar, csrf) = csrf::token(jar);
-    (
-        jar,
-        FormPage {
-            csrf,
-            tenant: tenant.to_string(),
-            ..FormPage::default()
-        },
-    )
+    let all = outlined(&mut db, &who.tenant).await?;
+    let page = FormPage {
+        csrf,
+        tenant: who.tenant.to_string(),
+        collections: choices(&all, None),
+        ..FormPage::default()
+    };
+    Ok((jar, page).into_response())
 }
 
-fn refill(form: &BookmarkForm, tenant: &TenantId, csrf: String, id: Option<Uuid>) -> FormPage {
-    FormPage {
-        csrf,
-        tenant: tenant.to_string(),
+/// The form as it was sent, to show again with its problems.
+async fn refill(
+    form: &BookmarkForm,
+    who: &Authenticated,
+    db: &mut ShardedDb,
+    id: Option<Uuid>,
+) -> Result<FormPage, ApiError> {
+    let all = outlined(db, &who.tenant).await?;
+    let states = form.states();
+    Ok(FormPage {
+        csrf: form.csrf.clone(),
+        tenant: who.tenant.to_string(),
         id,
         url: form.url.clone(),
         title: form.title.clone(),
         tags: form.tags.clone(),
         notes: form.notes.clone(),
+        collections: choices(&all, form.collection().ok().flatten()),
+        unread: states.unread,
+        favorite: states.favorite,
+        archived: states.archived,
         ..FormPage::default()
-    }
+    })
 }
 
 /// Why a form was not saved.
@@ -361,44 +508,60 @@ fn form_failure(page: FormPage, err: FormFailure) -> Response {
 }
 
 async fn create(
-    SignedIn(tenant): SignedIn,
+    SignedIn(who): SignedIn,
     jar: CookieJar,
     mut db: ShardedDb,
     UiForm(form): UiForm<BookmarkForm>,
 ) -> Result<Response, ApiError> {
     csrf::check(&jar, &form.csrf)?;
-    let page = refill(&form, &tenant, form.csrf.clone(), None);
     let input = NewBookmarkInput {
-        url: form.url,
-        title: form.title,
-        notes: form.notes,
+        url: form.url.clone(),
+        title: form.title.clone(),
+        notes: form.notes.clone(),
         tags: split_tags(&form.tags),
         collection_id: None,
+        unread: false,
+        archived: false,
+        favorite: false,
     };
-    let result = match input.validate() {
-        Err(fields) => Err(FormFailure::Bookmark(BookmarkError::Validation(fields))),
-        Ok(draft) => saved(
-            db.write(async |c| duplicate_apart(store::insert(c, &tenant, &draft).await))
-                .await,
-        ),
+    let tenant = &who.tenant;
+    let author = who.member.as_ref().map(|m| m.id);
+    let result = match (input.validate(), form.collection()) {
+        (Err(mut fields), collection) => {
+            fields.extend(collection.err());
+            Err(FormFailure::Bookmark(BookmarkError::Validation(fields)))
+        }
+        (Ok(_), Err(field)) => Err(FormFailure::Bookmark(BookmarkError::Validation(vec![
+            field,
+        ]))),
+        (Ok(mut draft), Ok(collection)) => {
+            draft.collection_id = collection;
+            draft.states = form.states();
+            saved(
+                db.write(async |c| duplicate_apart(store::insert(c, tenant, &draft, author).await))
+                    .await,
+            )
+        }
     };
     match result {
         Ok(_) => Ok(Redirect::to("/").into_response()),
-        Err(e) => Ok(form_failure(page, e)),
+        Err(e) => Ok(form_failure(refill(&form, &who, &mut db, None).await?, e)),
     }
 }
 
 async fn edit_form(
-    SignedIn(tenant): SignedIn,
+    Writer(who): Writer,
     jar: CookieJar,
     mut db: ShardedDb,
     BookmarkPath(id): BookmarkPath<Uuid>,
 ) -> Result<Response, ApiError> {
     let (jar, csrf) = csrf::token(jar);
+    let tenant = &who.tenant;
     let b = db
-        .read(async |c| store::get(c, &tenant, id).await)
+        .read(async |c| store::get(c, tenant, id).await)
         .await?
         .ok_or(ApiError::NotFound(NO_SUCH_BOOKMARK))?;
+    let all = outlined(&mut db, tenant).await?;
     let page = FormPage {
         csrf,
         tenant: tenant.to_string(),
@@ -407,50 +570,70 @@ async fn edit_form(
         title: b.title,
         tags: b.tags.join(", "),
         notes: b.notes,
+        collections: choices(&all, b.collection_id),
+        unread: b.unread,
+        favorite: b.favorite,
+        archived: b.archived,
         ..FormPage::default()
     };
     Ok((jar, page).into_response())
 }
 
 async fn update(
-    SignedIn(tenant): SignedIn,
+    SignedIn(who): SignedIn,
     jar: CookieJar,
     mut db: ShardedDb,
     BookmarkPath(id): BookmarkPath<Uuid>,
     UiForm(form): UiForm<BookmarkForm>,
 ) -> Result<Response, ApiError> {
     csrf::check(&jar, &form.csrf)?;
-    let page = refill(&form, &tenant, form.csrf.clone(), Some(id));
+    let states = form.states();
     let input = PatchInput {
-        url: Some(form.url),
-        title: Some(form.title),
-        notes: Some(form.notes),
+        url: Some(form.url.clone()),
+        title: Some(form.title.clone()),
+        notes: Some(form.notes.clone()),
         tags: Some(split_tags(&form.tags)),
         collection_id: None,
+        unread: Some(states.unread),
+        archived: Some(states.archived),
+        favorite: Some(states.favorite),
     };
-    let result = match input.validate() {
-        Err(fields) => Err(FormFailure::Bookmark(BookmarkError::Validation(fields))),
-        Ok(patch) => saved(
-            db.write(async |c| duplicate_apart(store::update(c, &tenant, id, &patch).await))
-                .await,
-        ),
+    let tenant = &who.tenant;
+    let result = match (input.validate(), form.collection()) {
+        (Err(mut fields), collection) => {
+            fields.extend(collection.err());
+            Err(FormFailure::Bookmark(BookmarkError::Validation(fields)))
+        }
+        (Ok(_), Err(field)) => Err(FormFailure::Bookmark(BookmarkError::Validation(vec![
+            field,
+        ]))),
+        (Ok(mut patch), Ok(collection)) => {
+            patch.collection_id = Some(collection);
+            saved(
+                db.write(async |c| duplicate_apart(store::update(c, tenant, id, &patch).await))
+                    .await,
+            )
+        }
     };
     match result {
         Ok(Some(_)) => Ok(Redirect::to("/").into_response()),
         Ok(None) => Err(ApiError::NotFound(NO_SUCH_BOOKMARK)),
-        Err(e) => Ok(form_failure(page, e)),
+        Err(e) => Ok(form_failure(
+            refill(&form, &who, &mut db, Some(id)).await?,
+            e,
+        )),
     }
 }
 
 async fn delete(
-    SignedIn(tenant): SignedIn,
+    SignedIn(who): SignedIn,
     jar: CookieJar,
     mut db: ShardedDb,
     BookmarkPath(id): BookmarkPath<Uuid>,
     UiForm(form): UiForm<CsrfForm>,
 ) -> Result<Response, ApiError> {
     csrf::check(&jar, &form.csrf)?;
-    db.write(async |c| store::delete(c, &tenant, id).await)
+    db.write(async |c| store::delete(c, &who.tenant, id).await)
         .await?;
     Ok(Redirect::to("/").into_response())
 }

@@ -92,6 +92,42 @@ pub struct CollectionChange {
     pub parent_id: Option<Option<Uuid>>,
 }
 
+/// A collection placed in its tree, for a picker: `path` names it from the top
+/// ("Work / Reading").
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outlined {
+    pub id: Uuid,
+    pub path: String,
+}
+
+/// The tenant's collections in tree order (each parent before its children, siblings as
+/// `all` lists them), each with its path from the top.
+pub fn outline(all: &[Collection]) -> Vec<Outlined> {
+    let mut children: std::collections::HashMap<Option<Uuid>, Vec<&Collection>> =
+        std::collections::HashMap::new();
+    for c in all {
+        children.entry(c.parent_id).or_default().push(c);
+    }
+    let mut out = Vec::with_capacity(all.len());
+    // Depth-first from the top level; a stack of (collection, its parent's path).
+    let mut stack: Vec<(&Collection, String)> = children
+        .get(&None)
+        .map(|top| top.iter().rev().map(|c| (*c, String::new())).collect())
+        .unwrap_or_default();
+    while let Some((c, above)) = stack.pop() {
+        let path = if above.is_empty() {
+            c.name.clone()
+        } else {
+            format!("{above} / {}", c.name)
+        };
+        if let Some(kids) = children.get(&Some(c.id)) {
+            stack.extend(kids.iter().rev().map(|k| (*k, path.clone())));
+        }
+        out.push(Outlined { id: c.id, path });
+    }
+    out
+}
+
 /// A field that may be absent (`None`), `null` (`Some(None)`) or a value: serde calls this
 /// only for a field that is present.
 pub fn present<'de, D, T>(d: D) -> Result<Option<Option<T>>, D::Error>
@@ -122,6 +158,29 @@ mod tests {
             assert_eq!(CollectionName::parse(bad), Err(BadName), "{bad:?}");
         }
         assert!(CollectionName::parse(&"x".repeat(MAX_NAME_CHARS)).is_ok());
+    }
+
+    #[test]
+    fn an_outline_puts_parents_before_children_with_their_paths() {
+        let at = |name: &str, id: u128, parent: Option<u128>| Collection {
+            tenant_id: "t".into(),
+            id: Uuid::from_u128(id),
+            name: name.into(),
+            parent_id: parent.map(Uuid::from_u128),
+            created_at: DateTime::UNIX_EPOCH,
+            updated_at: DateTime::UNIX_EPOCH,
+        };
+        let all = [
+            at("Articles", 3, Some(1)),
+            at("Home", 2, None),
+            at("Work", 1, None),
+            at("Old", 4, Some(3)),
+        ];
+        let paths: Vec<String> = outline(&all).into_iter().map(|o| o.path).collect();
+        assert_eq!(
+            paths,
+            ["Home", "Work", "Work / Articles", "Work / Articles / Old"]
+        );
     }
 
     #[test]

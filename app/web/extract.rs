@@ -146,6 +146,25 @@ pub fn refuse_nul(name: &str, value: Option<&str>) -> Result<(), ApiError> {
     }
 }
 
+/// A query flag: `true` or `false`, and blank as not given (an HTML form's empty choice).
+pub fn blank_or_bool<'de, D>(deserializer: D) -> Result<Option<bool>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    use serde::Deserialize;
+    match Option::<String>::deserialize(deserializer)?
+        .as_deref()
+        .map(str::trim)
+    {
+        None | Some("") => Ok(None),
+        Some("true") => Ok(Some(true)),
+        Some("false") => Ok(Some(false)),
+        Some(other) => Err(serde::de::Error::custom(format!(
+            "expected true or false, not {other:?}"
+        ))),
+    }
+}
+
 /// `Query` whose rejections are API errors.
 #[derive(FromRequestParts)]
 #[from_request(via(Query), rejection(ApiError))]

@@ -24,3 +24,4 @@ mod partitions;
 mod range_moves;
 mod search;
 mod service;
+mod states;

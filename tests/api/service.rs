@@ -644,7 +644,7 @@ async fn health_readiness_and_metrics_describe_every_shard() {
 }
 
 /// Submits an HTML form as a browser holding `cookies` would.
-async fn post_form(
+pub(crate) async fn post_form(
     app: &TestApp,
     path: &str,
     cookies: &str,
@@ -658,7 +658,7 @@ async fn post_form(
         .unwrap()
 }
 
-fn cookie_value(res: &reqwest::Response, name: &str) -> Option<String> {
+pub(crate) fn cookie_value(res: &reqwest::Response, name: &str) -> Option<String> {
     res.headers()
         .get_all("set-cookie")
         .iter()
@@ -1063,11 +1063,13 @@ async fn a_connection_prepares_the_create_statement_once_and_reuses_it() {
             title: format!("prepared {i}"),
             notes: String::new(),
             tags: vec!["one".into(), "two".into()],
-            collection_id: None,
+            ..NewBookmarkInput::default()
         }
         .validate()
         .unwrap();
-        store::insert(&mut conn, &tenant, &draft).await.unwrap();
+        store::insert(&mut conn, &tenant, &draft, None)
+            .await
+            .unwrap();
     }
     // A statement prepared per call is closed after it runs and never listed here; a
     // cached one stays, once.
@@ -1124,11 +1126,16 @@ async fn a_connection_prepares_the_patch_and_the_search_statements_once_whatever
                 String::new()
             },
             tags: vec!["one".into()],
-            collection_id: None,
+            ..NewBookmarkInput::default()
         }
         .validate()
         .unwrap();
-        ids.push(store::insert(&mut conn, &tenant, &draft).await.unwrap().id);
+        ids.push(
+            store::insert(&mut conn, &tenant, &draft, None)
+                .await
+                .unwrap()
+                .id,
+        );
     }
 
     // Three patches, each setting other fields: one statement.

@@ -2,6 +2,7 @@
 //! search that checks the newest rows one by one before it turns to the index; each row says
 //! whether the search index has caught up with it.
 
+use diesel::dsl::not;
 use diesel::prelude::*;
 use diesel::result::Error as DbError;
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
@@ -84,7 +85,7 @@ type PageQuery<'a> = diesel::helper_types::IntoBoxed<
 >;
 
 /// The page's rows before any search: the tenant's, below the cursor, with the tag, in the
-/// collections `within`, newest first.
+/// collections `within`, in the states asked for, newest first.
 fn page_query<'a>(
     tenant: &'a TenantId,
     query: &'a ListQuery,
@@ -103,6 +104,23 @@ fn page_query<'a>(
     }
     if let Some(within) = within {
         sql = sql.filter(b::collection_id.eq_any(within));
+    }
+    // `unread` or `NOT unread` written out, not `unread = $1`: only a condition the planner
+    // can see at prepare time lets a reused statement take the partial index.
+    match query.unread {
+        Some(true) => sql = sql.filter(b::unread),
+        Some(false) => sql = sql.filter(not(b::unread)),
+        None => {}
+    }
+    match query.archived {
+        Some(true) => sql = sql.filter(b::archived),
+        Some(false) => sql = sql.filter(not(b::archived)),
+        None => {}
+    }
+    match query.favorite {
+        Some(true) => sql = sql.filter(b::favorite),
+        Some(false) => sql = sql.filter(not(b::favorite)),
+        None => {}
     }
     sql
 }

@@ -12,6 +12,7 @@ use crate::tenancy::TenantId;
 
 mod across;
 mod list;
+pub mod tags;
 
 pub use across::{AllTenantsQuery, Direction, Position, all_tenants, shard_counts, tag_counts};
 pub use list::list;
@@ -48,6 +49,10 @@ pub struct ListQuery {
     pub tag: Option<String>,
     /// Only bookmarks filed in this collection (or, recursively, in its subtree).
     pub collection: Option<CollectionFilter>,
+    /// Only bookmarks whose state is as given.
+    pub unread: Option<bool>,
+    pub archived: Option<bool>,
+    pub favorite: Option<bool>,
     pub q: Option<String>,
     pub limit: i64,
     pub cursor: Option<Uuid>,
@@ -75,11 +80,13 @@ pub struct Listed {
     pub indexed: bool,
 }
 
-/// Inserts a bookmark, or reports the id of the tenant's existing bookmark for that URL.
+/// Inserts a bookmark saved by `author` (a member of the tenant, if the request acts for
+/// one), or reports the id of the tenant's existing bookmark for that URL.
 pub async fn insert(
     conn: &mut AsyncPgConnection,
     tenant: &TenantId,
     draft: &BookmarkDraft,
+    author: Option<Uuid>,
 ) -> Result<Bookmark, StoreError> {
     let now = Utc::now();
     // Column by column, not a `#[derive(Insertable)]` struct: diesel's derive wraps every
@@ -96,6 +103,10 @@ pub async fn insert(
         b::created_at.eq(now),
         b::updated_at.eq(now),
         b::collection_id.eq(draft.collection_id),
+        b::unread.eq(draft.states.unread),
+        b::archived.eq(draft.states.archived),
+        b::favorite.eq(draft.states.favorite),
+        b::created_by.eq(author),
     );
     let inserted: Option<Bookmark> = diesel::insert_into(b::bookmarks)
         .values(row)
@@ -195,7 +206,7 @@ impl diesel::query_builder::QueryFragment<diesel::pg::Pg> for PatchStatement<'_>
         &'b self,
         mut out: diesel::query_builder::AstPass<'_, 'b, diesel::pg::Pg>,
     ) -> QueryResult<()> {
-        use diesel::sql_types::{Array, Nullable, Text, Timestamptz};
+        use diesel::sql_types::{Array, Bool, Nullable, Text, Timestamptz};
         out.push_sql("UPDATE bookmarks SET url = COALESCE(");
         out.push_bind_param::<Nullable<Text>, _>(&self.patch.url)?;
         out.push_sql(", url), title = COALESCE(");
@@ -205,10 +216,16 @@ impl diesel::query_builder::QueryFragment<diesel::pg::Pg> for PatchStatement<'_>
         out.push_sql(", notes), tags = COALESCE(");
         out.push_bind_param::<Nullable<Array<Text>>, _>(&self.patch.tags)?;
         out.push_sql(", tags), collection_id = CASE WHEN ");
-        out.push_bind_param::<diesel::sql_types::Bool, _>(&self.set_collection)?;
+        out.push_bind_param::<Bool, _>(&self.set_collection)?;
         out.push_sql(" THEN ");
         out.push_bind_param::<Nullable<diesel::sql_types::Uuid>, _>(&self.collection)?;
-        out.push_sql(" ELSE collection_id END, updated_at = ");
+        out.push_sql(" ELSE collection_id END, unread = COALESCE(");
+        out.push_bind_param::<Nullable<Bool>, _>(&self.patch.unread)?;
+        out.push_sql(", unread), archived = COALESCE(");
+        out.push_bind_param::<Nullable<Bool>, _>(&self.patch.archived)?;
+        out.push_sql(", archived), favorite = COALESCE(");
+        out.push_bind_param::<Nullable<Bool>, _>(&self.patch.favorite)?;
+        out.push_sql(", favorite), updated_at = ");
         out.push_bind_param::<Timestamptz, _>(&self.now)?;
         out.push_sql(" WHERE tenant_id = ");
         out.push_bind_param::<Text, _>(&self.tenant)?;
@@ -216,7 +233,8 @@ impl diesel::query_builder::QueryFragment<diesel::pg::Pg> for PatchStatement<'_>
         out.push_bind_param::<diesel::sql_types::Uuid, _>(&self.id)?;
         // The columns in `Bookmark`'s order, which its `Queryable` reads them in.
         out.push_sql(
-            " RETURNING tenant_id, id, url, title, notes, tags, created_at, updated_at, collection_id",
+            " RETURNING tenant_id, id, url, title, notes, tags, created_at, updated_at, \
+             collection_id, unread, archived, favorite, created_by",
         );
         Ok(())
     }
