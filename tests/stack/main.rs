@@ -794,6 +794,17 @@ async fn the_compose_stack_serves_through_nginx_survives_outages_and_tears_down_
          member, and the viewer read the member list: {said}"
     );
     assert!(
+        said.contains("eddie files a bookmark: 201")
+            && said.contains("\"url\":\"https://doc.rust-lang.org/book/\"")
+            && said.contains("vera makes a collection: 403")
+            && said.contains("\"collection_not_empty\"")
+            && said.contains("(409)")
+            && said.contains("\"renamed\":1"),
+        "the walkthrough's editor filed a bookmark in a nested collection, the viewer found it \
+         through the parent and could not make a collection, a collection with contents was \
+         kept and a tag was renamed: {said}"
+    );
+    assert!(
         said.contains("spare key: 200") && said.contains("\"invalid_api_key\""),
         "the walkthrough's spare key worked, then was refused once revoked: {said}"
     );
@@ -843,6 +854,16 @@ async fn the_compose_stack_serves_through_nginx_survives_outages_and_tears_down_
         "0",
         "nothing left behind"
     );
+    let filed = "select count(*) from bookmarks b join collections c \
+                 on c.tenant_id = b.tenant_id and c.id = b.collection_id \
+                 where b.tenant_id = 'initech' and c.name = 'TPS reports'";
+    assert_eq!(
+        stack.psql("postgres-shard-0", filed),
+        "3",
+        "initech's collection moved with the bookmarks filed in it"
+    );
+    let left = "select count(*) from collections where tenant_id = 'initech'";
+    assert_eq!(stack.psql("postgres-shard-1", left), "0");
 
     // The directory: a pin made through one replica's CLI reroutes both replicas at once,
     // and the tenant's first write lands on the pinned shard.
