@@ -26,7 +26,7 @@ use super::population::Population;
 use super::progress::Line;
 use super::report::{PrefillSummary, Recorder};
 use super::service::Service;
-use super::verify::{History, Outcome, Write, WriteKind, classify};
+use super::verify::{Content, History, Outcome, RunMarks, States, Write, WriteKind, classify};
 
 /// Ids remembered per tenant, at most (for get, update and delete).
 const KNOWN_IDS_CAP: usize = 4096;
@@ -41,6 +41,11 @@ pub struct Shared {
     mix: Mix,
     /// Known bookmark ids per tenant (from prefill, creates and lists).
     known: Vec<Mutex<Vec<String>>>,
+    /// Ids of the collections this run made, per tenant (bookmarks are filed in them).
+    collections: Vec<Mutex<Vec<String>>>,
+    /// `run-{run_tag}-`: every collection this run makes is named with it.
+    run_collections: String,
+    collected: AtomicU64,
     /// `https://example.com/<seed>`: every bookmark URL this run creates starts with it.
     url_prefix: String,
     /// Makes this run's created URLs differ from an earlier run's with the same seed.
@@ -113,6 +118,7 @@ impl Shared {
         config: &Config,
         population: Population,
         keys: Vec<reqwest::header::HeaderValue>,
+        viewer_keys: Vec<reqwest::header::HeaderValue>,
         events: Option<File>,
     ) -> Result<Self, reqwest::Error> {
         let now_unix_ms = SystemTime::now()
@@ -121,12 +127,19 @@ impl Shared {
             .unwrap_or(0);
         let url_prefix = format!("https://example.com/{}", config.seed);
         Ok(Shared {
-            service: Service::new(config, population.names().to_vec(), keys)?,
+            service: Service::new(config, population.names().to_vec(), keys, viewer_keys)?,
             known: population
                 .names()
                 .iter()
                 .map(|_| Mutex::new(Vec::new()))
                 .collect(),
+            collections: population
+                .names()
+                .iter()
+                .map(|_| Mutex::new(Vec::new()))
+                .collect(),
+            run_collections: format!("run-{now_unix_ms}-"),
+            collected: AtomicU64::new(0),
             run_urls: format!("{url_prefix}/run-{now_unix_ms}/"),
             url_prefix,
             run_tag: now_unix_ms,
@@ -189,8 +202,16 @@ impl Shared {
         self.history.as_ref()
     }
 
-    /// The prefix of every URL this run's creates use (prefill excepted).
-    pub fn run_urls(&self) -> &str {
+    /// What marks this run's data: the prefix of every URL its creates use (prefill
+    /// excepted) and of every collection's name.
+    pub fn run_marks(&self) -> RunMarks<'_> {
+        RunMarks {
+            urls: &self.run_urls,
+            collections: &self.run_collections,
+        }
+    }
+
+    fn run_urls(&self) -> &str {
         &self.run_urls
     }
 
@@ -261,10 +282,18 @@ impl Shared {
         }
     }
 
-    fn record_write(&self, tenant: usize, kind: WriteKind, sent: Instant, outcome: Outcome) {
+    fn record_write(
+        &self,
+        tenant: usize,
+        viewer: bool,
+        kind: WriteKind,
+        sent: Instant,
+        outcome: Outcome,
+    ) {
         if let Some(h) = &self.history {
             h.push(Write {
                 tenant,
+                viewer,
                 kind,
                 sent: sent - self.born,
                 ended: self.born.elapsed(),
@@ -288,6 +317,22 @@ impl Shared {
         self.known(tenant).retain(|k| k != id);
     }
 
+    fn collections(&self, tenant: usize) -> std::sync::MutexGuard<'_, Vec<String>> {
+        self.collections[tenant]
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// One of the tenant's collections picked by `bits`, or none (a third of the time, and
+    /// always while it has none).
+    fn pick_collection(&self, tenant: usize, bits: u64) -> Option<String> {
+        let ids = self.collections(tenant);
+        if ids.is_empty() || bits.is_multiple_of(3) {
+            return None;
+        }
+        Some(ids[((bits / 3) % ids.len() as u64) as usize].clone())
+    }
+
     /// A known id of `tenant`, chosen by `choice`; `take` removes it (for a delete).
     fn pick_id(&self, tenant: usize, choice: u64, take: bool) -> Option<String> {
         let mut ids = self.known(tenant);
@@ -302,69 +347,128 @@ impl Shared {
         })
     }
 
-    /// Sends one request of kind `op` for `tenant` (a list when `op` needs an id and the
-    /// tenant has none known); `choice` picks the id. With `--verify` a write goes into the
-    /// history with what its answer promised.
+    /// Sends one request of kind `op` for `tenant` (a list when `op` needs an id, or a
+    /// viewer key, that the tenant does not have); `choice` picks the id, the collection and
+    /// the states. With `--verify` a write goes into the history with what its answer
+    /// promised.
     async fn execute(&self, tenant: usize, op: Op, choice: u64) -> Answer {
         let id = match op {
             Op::Get | Op::Update => self.pick_id(tenant, choice, false),
             Op::Delete => self.pick_id(tenant, choice, true),
-            Op::List | Op::Create => None,
+            Op::List | Op::Create | Op::Collection | Op::Viewer => None,
         };
-        let op = if id.is_none() && matches!(op, Op::Get | Op::Update | Op::Delete) {
-            Op::List
-        } else {
-            op
+        let op = match op {
+            Op::Get | Op::Update | Op::Delete if id.is_none() => Op::List,
+            Op::Viewer if !self.service.has_viewer(tenant) => Op::List,
+            op => op,
         };
+        // Independent picks from one seeded number: the id used its low bits.
+        let bits = choice.rotate_left(23);
+        let states = States::from_bits(choice >> 61);
         let name = self.name(tenant);
         let one = || format!("{}/{}", self.api(), id.as_deref().unwrap_or(""));
+        let create_body = |n: u64| {
+            let url = format!("{}{name}/{n}", self.run_urls());
+            let content = Content {
+                title: format!("loadgen {n}"),
+                collection: self.pick_collection(tenant, bits),
+                states,
+            };
+            let body = json!({
+                "url": url,
+                "title": content.title,
+                "tags": ["loadgen"],
+                "collection_id": content.collection,
+                "unread": states.unread,
+                "archived": states.archived,
+                "favorite": states.favorite,
+            });
+            (body, url, content)
+        };
         let (request, mut write) = match op {
-            Op::List => (self.client().get(format!("{}?limit=20", self.api())), None),
+            Op::List => {
+                let mut url = format!("{}?limit=20", self.api());
+                if bits.is_multiple_of(4)
+                    && let Some(c) = self.pick_collection(tenant, bits / 4 * 3 + 1)
+                {
+                    url.push_str("&collection=");
+                    url.push_str(&c);
+                }
+                (self.client().get(url), None)
+            }
             Op::Get => (self.client().get(one()), None),
-            Op::Create => {
+            Op::Create | Op::Viewer => {
                 let n = self.created.fetch_add(1, Ordering::Relaxed);
-                let url = format!("{}{name}/{n}", self.run_urls());
-                let title = format!("loadgen {n}");
-                let request = self.client().post(self.api()).json(&json!({
-                    "url": url,
-                    "title": title,
-                    "tags": ["loadgen"],
-                }));
+                let (body, url, content) = create_body(n);
+                let request = self.client().post(self.api()).json(&body);
                 let id = None;
-                (request, Some(WriteKind::Create { url, title, id }))
+                (request, Some(WriteKind::Create { url, content, id }))
             }
             Op::Update => {
                 // Unique per run, so that the checker can tell which update a row shows.
                 let n = self.updated.fetch_add(1, Ordering::Relaxed);
-                let title = format!("updated {}-{n}", self.run_tag);
-                let request = self.client().patch(one()).json(&json!({ "title": title }));
+                let content = Content {
+                    title: format!("updated {}-{n}", self.run_tag),
+                    collection: self.pick_collection(tenant, bits),
+                    states,
+                };
+                let request = self.client().patch(one()).json(&json!({
+                    "title": content.title,
+                    "collection_id": content.collection,
+                    "unread": states.unread,
+                    "archived": states.archived,
+                    "favorite": states.favorite,
+                }));
                 let id = id.clone().unwrap_or_default();
-                (request, Some(WriteKind::Update { id, title }))
+                (request, Some(WriteKind::Update { id, content }))
             }
             Op::Delete => {
                 let id = id.clone().unwrap_or_default();
                 (self.client().delete(one()), Some(WriteKind::Delete { id }))
             }
+            Op::Collection => {
+                let n = self.collected.fetch_add(1, Ordering::Relaxed);
+                let name = format!("{}{n}", self.run_collections);
+                // Nested under one of the tenant's collections half the time: some trees
+                // grow past the depth limit, and those creates are refused.
+                let parent = self.pick_collection(tenant, bits).filter(|_| bits & 1 == 0);
+                let request = self
+                    .client()
+                    .post(self.service.collections_api())
+                    .json(&json!({ "name": name, "parent_id": parent }));
+                let id = None;
+                (request, Some(WriteKind::Collection { name, parent, id }))
+            }
+        };
+        let request = match op {
+            Op::Viewer => self
+                .service
+                .as_viewer(request, tenant)
+                .expect("checked above"),
+            _ => self.as_tenant(request, tenant),
         };
         let verifying = self.history.is_some();
-        let wants_body = op == Op::Create
+        let wants_body = matches!(op, Op::Create | Op::Collection)
             || (verifying && write.is_some())
             || (op == Op::List && !verifying && self.known(tenant).len() < LEARN_FROM_LISTS_BELOW);
         let sent = Instant::now();
-        let (answer, body) = self
-            .send(self.as_tenant(request, tenant), op, wants_body)
-            .await;
+        let (answer, body) = self.send(request, op, wants_body).await;
         if let Some(kind) = write.take() {
             let (outcome, acked_id) = promise(answer.ending, body.as_ref());
             let kind = match kind {
-                WriteKind::Create { url, title, .. } => WriteKind::Create {
+                WriteKind::Create { url, content, .. } => WriteKind::Create {
                     url,
-                    title,
+                    content,
+                    id: acked_id,
+                },
+                WriteKind::Collection { name, parent, .. } => WriteKind::Collection {
+                    name,
+                    parent,
                     id: acked_id,
                 },
                 other => other,
             };
-            self.record_write(tenant, kind, sent, outcome);
+            self.record_write(tenant, op == Op::Viewer, kind, sent, outcome);
         }
         match answer.ending {
             Ending::Status(status) => self.learn(tenant, op, status, id.as_deref(), body),
@@ -436,6 +540,14 @@ impl Shared {
                     self.remember(tenant, id);
                 }
             }
+            (Op::Collection, 201, Some(v)) => {
+                if let Some(id) = v["id"].as_str() {
+                    let mut ids = self.collections(tenant);
+                    if ids.len() < KNOWN_IDS_CAP {
+                        ids.push(id.to_owned());
+                    }
+                }
+            }
             (Op::Create, 409, Some(v)) => {
                 if let Some(id) = v["error"]["id"].as_str() {
                     self.remember(tenant, id);
@@ -479,8 +591,9 @@ impl Shared {
         // A 409 is an earlier run's bookmark: not this run's write.
         if answer.ending != Ending::Status(409) {
             let (outcome, id) = promise(answer.ending, body.as_ref());
-            let kind = WriteKind::Create { url, title, id };
-            self.record_write(tenant, kind, sent, outcome);
+            let content = Content::titled(title);
+            let kind = WriteKind::Create { url, content, id };
+            self.record_write(tenant, false, kind, sent, outcome);
         }
         if let Ending::Status(status) = answer.ending {
             self.learn(tenant, Op::Create, status, None, body);
@@ -562,6 +675,93 @@ pub async fn provision_keys(
             .collect()
             .await;
     answers.into_iter().collect()
+}
+
+/// Adds a viewer member to every tenant through the tenant's own members API (as its admin
+/// key from [`provision_keys`]) and makes it a key; returns each viewer's `Authorization`
+/// value, in population order. A viewer left by an earlier run is found by its email.
+pub async fn provision_viewers(
+    config: &Config,
+    population: &Population,
+    admin_keys: &[reqwest::header::HeaderValue],
+) -> Result<Vec<reqwest::header::HeaderValue>, String> {
+    let client = reqwest::Client::builder()
+        .timeout(config.timeout)
+        .build()
+        .map_err(|e| e.to_string())?;
+    let client = &client;
+    let base = config.base();
+    let base = &base;
+    let answers: Vec<Result<reqwest::header::HeaderValue, String>> =
+        futures::stream::iter(population.names().iter().zip(admin_keys))
+            .map(|(name, key)| async move {
+                let as_admin = |r: reqwest::RequestBuilder| {
+                    r.header(reqwest::header::AUTHORIZATION, key.clone())
+                        .header("x-tenant-id", name.as_str())
+                };
+                let members = format!("{base}/api/members");
+                let added = send_json(as_admin(client.post(&members)).json(&json!({
+                    "name": "loadgen viewer",
+                    "email": VIEWER_EMAIL,
+                    "role": "viewer",
+                })))
+                .await?;
+                let id = match added {
+                    (201, v) => v["id"].as_str().map(str::to_owned),
+                    (409, _) => {
+                        let (_, list) = send_json(as_admin(client.get(&members))).await?;
+                        list["members"]
+                            .as_array()
+                            .into_iter()
+                            .flatten()
+                            .find(|m| m["email"] == VIEWER_EMAIL)
+                            .and_then(|m| m["id"].as_str())
+                            .map(str::to_owned)
+                    }
+                    (status, v) => return Err(format!("{members} answered {status}: {v}")),
+                }
+                .ok_or_else(|| format!("{name}: no viewer member id"))?;
+                let keys = format!("{base}/api/members/{id}/keys");
+                let (status, made) = send_json(
+                    as_admin(client.post(&keys)).json(&json!({ "note": "loadgen viewer" })),
+                )
+                .await?;
+                let key = made["key"]
+                    .as_str()
+                    .filter(|_| status == 201)
+                    .ok_or_else(|| format!("{keys} answered {status}: {made}"))?;
+                reqwest::header::HeaderValue::from_str(&format!("Bearer {key}"))
+                    .map_err(|e| e.to_string())
+            })
+            .buffered(PROVISION_CONCURRENCY)
+            .collect()
+            .await;
+    answers.into_iter().collect()
+}
+
+/// The email of the viewer member loadgen adds to each tenant.
+const VIEWER_EMAIL: &str = "viewer@loadgen.invalid";
+
+/// Sends a set-up request, asking again while the server answers 503 with `Retry-After`;
+/// returns the status and the JSON body.
+async fn send_json(request: reqwest::RequestBuilder) -> Result<(u16, Value), String> {
+    let mut attempt = 1;
+    loop {
+        let again = request
+            .try_clone()
+            .ok_or_else(|| "a set-up request cannot be repeated".to_owned())?;
+        let res = again.send().await.map_err(|e| e.to_string())?;
+        let status = res.status().as_u16();
+        let wait = retry_after(res.headers());
+        let body: Value = res.json().await.unwrap_or_default();
+        match wait {
+            Some(wait) if status == 503 && attempt < PROVISION_ATTEMPTS => {
+                attempt += 1;
+                tokio::time::sleep(wait).await;
+            }
+            _ => return Ok((status, body)),
+        }
+    }
 }
 
 /// How many times set-up asks for a tenant's key while the server answers 503.

@@ -66,7 +66,21 @@ pub async fn run_with_events(
             .map_err(RunError::Keys)?,
         None => Vec::new(),
     };
-    let shared = std::sync::Arc::new(driver::Shared::new(config, population, keys, events)?);
+    // A viewer per tenant when the mix sends viewers' writes (it needs the admins' keys).
+    let viewer_keys = if config.mix.weight(mix::Op::Viewer) > 0 && !keys.is_empty() {
+        driver::provision_viewers(config, &population, &keys)
+            .await
+            .map_err(RunError::Keys)?
+    } else {
+        Vec::new()
+    };
+    let shared = std::sync::Arc::new(driver::Shared::new(
+        config,
+        population,
+        keys,
+        viewer_keys,
+        events,
+    )?);
     let prefill = driver::prefill(&shared, config).await;
     let window = match config.load {
         Load::Open {
@@ -93,7 +107,7 @@ pub async fn run_with_events(
             .history()
             .map(verify::History::writes)
             .unwrap_or_default();
-        report.verdict = Some(verify::run(shared.service(), writes, shared.run_urls(), v).await);
+        report.verdict = Some(verify::run(shared.service(), writes, shared.run_marks(), v).await);
     }
     if let Some(path) = &config.timeline {
         let timeline = faults::Timeline::read(path).map_err(RunError::Timeline)?;

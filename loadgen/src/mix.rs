@@ -1,5 +1,6 @@
-//! What the load does: the operation mix (`list=70,get=10,create=15,update=4,delete=1`),
-//! parsed once, and the weighted pick of one operation per request.
+//! What the load does: the operation mix
+//! (`list=68,get=10,create=14,update=5,delete=1,collection=1,viewer=1`), parsed once, and
+//! the weighted pick of one operation per request.
 
 use std::fmt;
 use std::str::FromStr;
@@ -7,25 +8,38 @@ use std::str::FromStr;
 use rand::Rng;
 
 /// The mix `--mix` defaults to.
-pub const DEFAULT_MIX: &str = "list=70,get=10,create=15,update=4,delete=1";
+pub const DEFAULT_MIX: &str = "list=68,get=10,create=14,update=5,delete=1,collection=1,viewer=1";
 
 /// One kind of API request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Op {
-    /// `GET /api/bookmarks?limit=20`
+    /// `GET /api/bookmarks?limit=20`, a quarter of them in one of the tenant's collections
     List,
     /// `GET /api/bookmarks/{id}`
     Get,
-    /// `POST /api/bookmarks`
+    /// `POST /api/bookmarks`, filed in one of the tenant's collections or none, with
+    /// random states
     Create,
-    /// `PATCH /api/bookmarks/{id}`
+    /// `PATCH /api/bookmarks/{id}`: a new title, collection and states
     Update,
     /// `DELETE /api/bookmarks/{id}`
     Delete,
+    /// `POST /api/collections`, at the top or inside one of the tenant's collections
+    Collection,
+    /// `POST /api/bookmarks` with the tenant's viewer key: refused (403), and never stored
+    Viewer,
 }
 
 impl Op {
-    pub const ALL: [Op; 5] = [Op::List, Op::Get, Op::Create, Op::Update, Op::Delete];
+    pub const ALL: [Op; 7] = [
+        Op::List,
+        Op::Get,
+        Op::Create,
+        Op::Update,
+        Op::Delete,
+        Op::Collection,
+        Op::Viewer,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -34,6 +48,8 @@ impl Op {
             Op::Create => "create",
             Op::Update => "update",
             Op::Delete => "delete",
+            Op::Collection => "collection",
+            Op::Viewer => "viewer",
         }
     }
 }
@@ -47,14 +63,16 @@ impl fmt::Display for Op {
 /// Relative weights of the operations; they need not sum to 100.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Mix {
-    weights: [u32; 5],
+    weights: [u32; 7],
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum MixError {
     #[error("entry {0:?} is not OP=WEIGHT (e.g. list=70)")]
     Shape(String),
-    #[error("entry {0:?} names no operation; use list, get, create, update or delete")]
+    #[error(
+        "entry {0:?} names no operation; use list, get, create, update, delete, collection or viewer"
+    )]
     UnknownOp(String),
     #[error("entry {0:?} has a weight that is not a whole number between 0 and 1000000")]
     Weight(String),
@@ -68,8 +86,8 @@ impl FromStr for Mix {
     type Err = MixError;
 
     fn from_str(s: &str) -> Result<Self, MixError> {
-        let mut weights = [0u32; 5];
-        let mut seen = [false; 5];
+        let mut weights = [0u32; 7];
+        let mut seen = [false; 7];
         for entry in s.split(',').map(str::trim) {
             let (op, weight) = entry
                 .split_once('=')
@@ -149,8 +167,9 @@ mod tests {
     #[test]
     fn the_default_mix_parses_and_prints_back() {
         let mix = Mix::default();
-        assert_eq!(mix.weight(Op::List), 70);
+        assert_eq!(mix.weight(Op::List), 68);
         assert_eq!(mix.weight(Op::Delete), 1);
+        assert_eq!(mix.weight(Op::Viewer), 1);
         assert_eq!(mix.to_string(), DEFAULT_MIX);
     }
 

@@ -12,8 +12,12 @@ pub struct Service {
     api: String,
     /// Tenant names by index, as the population numbers them.
     names: Vec<String>,
+    /// `{base}/api/collections`
+    collections_api: String,
     /// `Bearer <key>` per tenant (empty: requests carry no key).
     keys: Vec<HeaderValue>,
+    /// `Bearer <key>` of a viewer member per tenant (empty: no viewers were made).
+    viewer_keys: Vec<HeaderValue>,
 }
 
 impl Service {
@@ -21,6 +25,7 @@ impl Service {
         config: &Config,
         names: Vec<String>,
         keys: Vec<HeaderValue>,
+        viewer_keys: Vec<HeaderValue>,
     ) -> Result<Self, reqwest::Error> {
         let client = reqwest::Client::builder()
             .timeout(config.timeout)
@@ -31,8 +36,10 @@ impl Service {
         Ok(Service {
             client,
             api: format!("{}/api/bookmarks", config.base()),
+            collections_api: format!("{}/api/collections", config.base()),
             names,
             keys,
+            viewer_keys,
         })
     }
 
@@ -47,6 +54,25 @@ impl Service {
             Some(key) => request.header(reqwest::header::AUTHORIZATION, key.clone()),
             None => request,
         }
+    }
+
+    /// Whether `tenant` has a viewer key.
+    pub fn has_viewer(&self, tenant: usize) -> bool {
+        tenant < self.viewer_keys.len()
+    }
+
+    /// `request` as `tenant`'s viewer sends it; `None` when the tenant has no viewer key.
+    pub fn as_viewer(
+        &self,
+        request: reqwest::RequestBuilder,
+        tenant: usize,
+    ) -> Option<reqwest::RequestBuilder> {
+        let key = self.viewer_keys.get(tenant)?;
+        Some(
+            request
+                .header("x-tenant-id", self.name(tenant))
+                .header(reqwest::header::AUTHORIZATION, key.clone()),
+        )
     }
 
     pub fn name(&self, tenant: usize) -> &str {
@@ -65,5 +91,10 @@ impl Service {
     /// `{base}/api/bookmarks`
     pub fn api(&self) -> &str {
         &self.api
+    }
+
+    /// `{base}/api/collections`
+    pub fn collections_api(&self) -> &str {
+        &self.collections_api
     }
 }

@@ -14,9 +14,10 @@ use serde_json::Value;
 
 use crate::support::*;
 
-const API_ROUTES: [&str; 2] = [
+const API_ROUTES: [&str; 3] = [
     r#"route="/api/bookmarks""#,
     r#"route="/api/bookmarks/{id}""#,
+    r#"route="/api/collections""#,
 ];
 
 /// `http_requests_total` of the bookmark API routes, by status.
@@ -290,5 +291,55 @@ async fn a_stopped_shard_shows_up_as_errors_only_for_that_shards_tenants() {
     let shard0 = report.shards.iter().find(|r| r.name == "shard0").unwrap();
     assert!(shard0.errors.is_empty(), "{shard0:?}");
     assert!(report.total.errors.keys().all(|k| k.starts_with('5')));
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn verify_checks_collections_filed_bookmarks_and_refused_viewers_against_the_real_service() {
+    let _alone = alone().await;
+    let l = layout("").await;
+    let app = spawn(l.settings(), "loadgen-verify").await;
+    let config = Config {
+        prefill: 1,
+        mix: "list=1,create=3,update=3,collection=2,viewer=1"
+            .parse()
+            .unwrap(),
+        load: Load::Open {
+            rate: 60.0,
+            max_in_flight: 256,
+        },
+        verify: Some(loadgen::VerifyConfig {
+            settle: Duration::ZERO,
+            patience: Duration::from_secs(30),
+            shards: Vec::new(),
+        }),
+        ..config(&app)
+    };
+    let report = run(&config).await;
+    let verdict = report.verdict.as_ref().expect("--verify ran");
+    assert!(verdict.passed(), "{}", report.to_json());
+    let count = |by: &BTreeMap<&str, usize>, k: &str| by.get(k).copied().unwrap_or(0);
+    assert!(
+        count(&verdict.collection_writes, "acked") > 0,
+        "{:?}",
+        verdict.collection_writes
+    );
+    assert!(
+        count(&verdict.viewer_writes, "refused") > 0 && count(&verdict.viewer_writes, "acked") == 0,
+        "{:?}",
+        verdict.viewer_writes
+    );
+    // The checker held filed bookmarks to their collections: some were filed.
+    let mut filed = 0;
+    for (name, ..) in &l.shards {
+        let n = crate::moves::on_shard(
+            &l,
+            name,
+            "SELECT count(*) FROM bookmarks WHERE collection_id IS NOT NULL",
+        )
+        .await;
+        filed += n[0][0].as_deref().unwrap().parse::<u64>().unwrap();
+    }
+    assert!(filed > 0, "bookmarks were filed in collections");
     app.stop().await;
 }

@@ -91,6 +91,15 @@ pub async fn no_acknowledged_write_is_lost_under_faults(stack: &Stack) {
         verdict.unreadable.len(),
         report.to_json()
     );
+    let count = |by: &std::collections::BTreeMap<&str, usize>, k: &str| by.get(k).copied();
+    assert!(
+        count(&verdict.collection_writes, "acked").is_some_and(|n| n > 0)
+            && count(&verdict.viewer_writes, "refused").is_some_and(|n| n > 0)
+            && count(&verdict.viewer_writes, "acked").is_none(),
+        "the mix made collections and sent viewers' writes, all refused: {:?} {:?}",
+        verdict.collection_writes,
+        verdict.viewer_writes
+    );
     assert!(
         report.total.ok > 1000,
         "most requests succeeded: {}",

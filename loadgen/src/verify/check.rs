@@ -10,8 +10,15 @@
 //!   **phantom**; anything else means an acknowledged write was **lost**;
 //! - a refused create whose URL is there is a **phantom**, and so is a row carrying this
 //!   run's URLs that no create asked for;
-//! - with the shards read directly, a tenant's rows on a shard other than the one the
-//!   service routed its read-back to are **misplaced**.
+//! - a row that shows the title of such a write must show the collection it filed the
+//!   bookmark in, or it is **misplaced**, and its states, or the write was **lost**;
+//! - an acknowledged collection must be there with its name and parent (else **lost**),
+//!   and a refused one must not (a **phantom**, as is one with this run's names that no
+//!   write asked for);
+//! - a write sent with a viewer's key that was acknowledged is a **phantom** (a viewer
+//!   writes nothing);
+//! - with the shards read directly, a tenant's rows (bookmarks and collections) on a shard
+//!   other than the one the service routed its read-back to are **misplaced**.
 //!
 //! Writes of unknown outcome are listed with how they resolved: applied, not applied, or
 //! undetermined (a later write overwrote whatever it did).
@@ -20,7 +27,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 
-use super::history::{Outcome, Write, WriteKind};
+use super::history::{Content, Outcome, States, Write, WriteKind};
 
 /// A bookmark as the read-back saw it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -28,21 +35,43 @@ pub struct Row {
     pub id: String,
     pub url: String,
     pub title: String,
+    pub collection: Option<String>,
+    pub states: States,
 }
 
-/// One tenant's read-back through the service: its rows and the shard that answered.
+/// A collection as the read-back saw it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CollectionRow {
+    pub id: String,
+    pub name: String,
+    pub parent: Option<String>,
+}
+
+/// One tenant's read-back through the service: its bookmarks and collections, and the
+/// shard that answered.
 #[derive(Debug, Clone, Default)]
 pub struct Observed {
     pub shard: Option<String>,
     pub rows: Vec<Row>,
+    pub collections: Vec<CollectionRow>,
 }
 
 /// A row found by reading a shard's primary directly.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ShardRow {
     pub shard: String,
+    /// `bookmarks` or `collections`.
+    pub table: String,
     pub tenant: String,
     pub id: String,
+}
+
+/// What marks this run's data: every URL its creates use starts with `urls`, every name
+/// of a collection it makes with `collections`.
+#[derive(Debug, Clone, Copy)]
+pub struct RunMarks<'a> {
+    pub urls: &'a str,
+    pub collections: &'a str,
 }
 
 /// One offending row or write.
@@ -83,6 +112,11 @@ pub struct Verdict {
     pub unknown_writes: Vec<Resolution>,
     /// Writes by outcome: `acked`, `refused`, `unknown`.
     pub writes: BTreeMap<&'static str, usize>,
+    /// Of those, the collection creates by outcome.
+    pub collection_writes: BTreeMap<&'static str, usize>,
+    /// Of those, the writes sent with a viewer's key, by outcome (all refused, or the
+    /// acknowledged ones are phantoms).
+    pub viewer_writes: BTreeMap<&'static str, usize>,
     /// Tenants written to and read back.
     pub tenants_checked: usize,
     /// Tenants (or `shard:<name>`) whose read-back failed until the patience ran out: the
@@ -108,6 +142,16 @@ impl Verdict {
             count("acked"),
             count("refused"),
             count("unknown")
+        );
+        let of = |by: &BTreeMap<&'static str, usize>, k| by.get(k).copied().unwrap_or(0);
+        let _ = writeln!(
+            out,
+            "verify: of those, collections {} acknowledged, {} refused; viewers' writes {} \
+             refused, {} acknowledged",
+            of(&self.collection_writes, "acked"),
+            of(&self.collection_writes, "refused"),
+            of(&self.viewer_writes, "refused"),
+            of(&self.viewer_writes, "acked"),
         );
         let mut resolved: BTreeMap<&str, usize> = BTreeMap::new();
         for r in &self.unknown_writes {
@@ -167,13 +211,13 @@ fn finding(tenant: &str, id: Option<&str>, url: Option<&str>, what: String) -> F
 
 /// Compares `writes` with what was read back. `names` are the tenants by population index;
 /// `seen` holds every tenant written to that could be read (the others are in
-/// `unreadable`); `run_urls` is the prefix of every URL this run's creates used;
-/// `direct` is what the shards held, when they were read.
+/// `unreadable`); `run` marks this run's URLs and collection names; `direct` is what the
+/// shards held, when they were read.
 pub fn check(
     names: &[String],
     writes: &[Write],
     seen: &BTreeMap<usize, Observed>,
-    run_urls: &str,
+    run: RunMarks<'_>,
     direct: Option<&[ShardRow]>,
     unreadable: Vec<String>,
 ) -> Verdict {
@@ -189,11 +233,30 @@ pub fn check(
             Outcome::Unknown(_) => "unknown",
         };
         *v.writes.entry(key).or_default() += 1;
+        if matches!(w.kind, WriteKind::Collection { .. }) {
+            *v.collection_writes.entry(key).or_default() += 1;
+        }
+        if w.viewer {
+            *v.viewer_writes.entry(key).or_default() += 1;
+        }
+        if w.viewer && w.outcome == Outcome::Acked {
+            let name = names.get(w.tenant).map_or("?", String::as_str);
+            v.phantom_ids.push(finding(
+                name,
+                None,
+                None,
+                format!(
+                    "a write sent with a viewer's key was acknowledged: {:?}",
+                    w.kind
+                ),
+            ));
+        }
     }
     for (&tenant, observed) in seen {
         let name = names.get(tenant).map_or("?", String::as_str);
         let mine: Vec<&Write> = writes.iter().filter(|w| w.tenant == tenant).collect();
-        check_tenant(&mut v, name, &mine, observed, run_urls);
+        check_tenant(&mut v, name, &mine, observed, run.urls);
+        check_collections(&mut v, name, &mine, observed, run.collections);
         if let Some(direct) = direct {
             check_placement(&mut v, name, observed, direct);
         }
@@ -249,7 +312,7 @@ fn check_tenant(v: &mut Verdict, name: &str, writes: &[&Write], seen: &Observed,
             .copied()
             .filter(|w| match &w.kind {
                 WriteKind::Update { id: i, .. } | WriteKind::Delete { id: i } => i == id,
-                WriteKind::Create { .. } => false,
+                WriteKind::Create { .. } | WriteKind::Collection { .. } => false,
             })
             .collect();
         let mut history = vec![*create];
@@ -268,11 +331,16 @@ fn check_tenant(v: &mut Verdict, name: &str, writes: &[&Write], seen: &Observed,
     }
 }
 
-fn title_of(w: &Write) -> Option<&str> {
+/// What a bookmark write leaves (none for a delete).
+fn content_of(w: &Write) -> Option<&Content> {
     match &w.kind {
-        WriteKind::Create { title, .. } | WriteKind::Update { title, .. } => Some(title),
-        WriteKind::Delete { .. } => None,
+        WriteKind::Create { content, .. } | WriteKind::Update { content, .. } => Some(content),
+        WriteKind::Delete { .. } | WriteKind::Collection { .. } => None,
     }
+}
+
+fn title_of(w: &Write) -> Option<&str> {
+    content_of(w).map(|c| c.title.as_str())
 }
 
 /// One bookmark: `writes` starts with its create, then every update and delete of its id.
@@ -312,10 +380,32 @@ fn check_bookmark(v: &mut Verdict, name: &str, id: &str, writes: &[&Write], row:
                             && w.effect_until().is_some_and(|until| later.sent > until)
                     })
             };
-            let explains = writes
+            let shown = writes
                 .iter()
-                .any(|w| may_be_last(w) && title_of(w) == Some(row.title.as_str()));
-            if !explains {
+                .find(|w| may_be_last(w) && title_of(w) == Some(row.title.as_str()));
+            // Titles are unique to a write: the row shows that write, and must show all of it.
+            if let Some(content) = shown.and_then(|w| content_of(w)) {
+                if content.collection != row.collection {
+                    v.misplaced_ids.push(finding(
+                        name,
+                        Some(id),
+                        Some(&row.url),
+                        format!(
+                            "filed in {:?}, while the write that left its title filed it in {:?}",
+                            row.collection, content.collection
+                        ),
+                    ));
+                } else if content.states != row.states {
+                    lost(
+                        v,
+                        format!(
+                            "shows the title of a write with states {:?}, but {:?}",
+                            content.states, row.states
+                        ),
+                    );
+                }
+            }
+            if shown.is_none() {
                 let refused = writes
                     .iter()
                     .find(|w| !w.maybe_applied() && title_of(w) == Some(row.title.as_str()));
@@ -355,7 +445,7 @@ fn check_bookmark(v: &mut Verdict, name: &str, id: &str, writes: &[&Write], row:
         let (op, resolved) = match (&w.kind, row) {
             (WriteKind::Delete { .. }, None) => ("delete", "applied"),
             (WriteKind::Delete { .. }, Some(_)) => ("delete", "not_applied"),
-            (WriteKind::Update { title, .. }, Some(r)) if *title == r.title => {
+            (WriteKind::Update { content, .. }, Some(r)) if content.title == r.title => {
                 ("update", "applied")
             }
             _ => ("update", "undetermined"),
@@ -367,6 +457,86 @@ fn check_bookmark(v: &mut Verdict, name: &str, id: &str, writes: &[&Write], row:
             label: label.clone(),
             resolved,
         });
+    }
+}
+
+/// The tenant's collections against the collection writes: each acknowledged one there as
+/// asked, no refused one there, none of this run's that no write asked for.
+fn check_collections(
+    v: &mut Verdict,
+    name: &str,
+    writes: &[&Write],
+    seen: &Observed,
+    run_collections: &str,
+) {
+    let by_name: BTreeMap<&str, &CollectionRow> = seen
+        .collections
+        .iter()
+        .map(|c| (c.name.as_str(), c))
+        .collect();
+    let mut asked = BTreeSet::new();
+    for w in writes {
+        let WriteKind::Collection {
+            name: wanted,
+            parent,
+            id,
+        } = &w.kind
+        else {
+            continue;
+        };
+        asked.insert(wanted.as_str());
+        let there = by_name.get(wanted.as_str());
+        match (&w.outcome, there) {
+            (Outcome::Acked, None) => v.lost_ids.push(finding(
+                name,
+                id.as_deref(),
+                None,
+                format!("an acknowledged collection {wanted:?} is gone"),
+            )),
+            (Outcome::Acked, Some(c)) if c.parent != *parent || id.as_ref() != Some(&c.id) => {
+                v.lost_ids.push(finding(
+                    name,
+                    Some(&c.id),
+                    None,
+                    format!(
+                        "collection {wanted:?} is in {:?}; its acknowledged create put it in {parent:?}",
+                        c.parent
+                    ),
+                ))
+            }
+            (Outcome::Acked, Some(_)) => {}
+            (Outcome::Refused(label), Some(c)) => v.phantom_ids.push(finding(
+                name,
+                Some(&c.id),
+                None,
+                format!("collection {wanted:?}, refused with {label}, is there"),
+            )),
+            (Outcome::Refused(_), None) => {}
+            (Outcome::Unknown(label), there) => v.unknown_writes.push(Resolution {
+                tenant: name.to_owned(),
+                op: "collection",
+                target: wanted.clone(),
+                label: label.clone(),
+                resolved: if there.is_some() {
+                    "applied"
+                } else {
+                    "not_applied"
+                },
+            }),
+        }
+    }
+    for c in &seen.collections {
+        if c.name.starts_with(run_collections) && !asked.contains(c.name.as_str()) {
+            v.phantom_ids.push(finding(
+                name,
+                Some(&c.id),
+                None,
+                format!(
+                    "collection {:?} has this run's names, and no write asked for it",
+                    c.name
+                ),
+            ));
+        }
     }
 }
 
@@ -390,7 +560,10 @@ fn check_placement(v: &mut Verdict, name: &str, seen: &Observed, direct: &[Shard
             name,
             Some(&r.id),
             None,
-            format!("on {}, while the tenant routes to {home}", r.shard),
+            format!(
+                "in {} on {}, while the tenant routes to {home}",
+                r.table, r.shard
+            ),
         ));
     }
 }
@@ -410,6 +583,7 @@ mod tests {
     fn at(from_ms: u64, to_ms: u64, kind: WriteKind, outcome: Outcome) -> Write {
         Write {
             tenant: 0,
+            viewer: false,
             kind,
             sent: Duration::from_millis(from_ms),
             ended: Duration::from_millis(to_ms),
@@ -424,7 +598,7 @@ mod tests {
             u64::from(n) * 10 + 5,
             WriteKind::Create {
                 url: format!("{RUN}/{n}"),
-                title: format!("t{n}"),
+                content: Content::titled(format!("t{n}")),
                 id: acked.then(|| format!("id{n}")),
             },
             outcome,
@@ -437,7 +611,7 @@ mod tests {
             to_ms,
             WriteKind::Update {
                 id: format!("id{n}"),
-                title: title.to_owned(),
+                content: Content::titled(title),
             },
             outcome,
         )
@@ -459,21 +633,33 @@ mod tests {
             id: format!("id{n}"),
             url: format!("{RUN}/{n}"),
             title: title.to_owned(),
+            collection: None,
+            states: States::default(),
         }
     }
 
     fn seen(rows: Vec<Row>) -> BTreeMap<usize, Observed> {
+        seen_with(rows, Vec::new())
+    }
+
+    fn seen_with(rows: Vec<Row>, collections: Vec<CollectionRow>) -> BTreeMap<usize, Observed> {
         BTreeMap::from([(
             0,
             Observed {
                 shard: Some("shard0".to_owned()),
                 rows,
+                collections,
             },
         )])
     }
 
+    const MARKS: RunMarks<'static> = RunMarks {
+        urls: RUN,
+        collections: "run-c",
+    };
+
     fn verdict(writes: &[Write], rows: Vec<Row>) -> Verdict {
-        check(&names(), writes, &seen(rows), RUN, None, Vec::new())
+        check(&names(), writes, &seen(rows), MARKS, None, Vec::new())
     }
 
     fn refused() -> Outcome {
@@ -617,16 +803,19 @@ mod tests {
         let direct = [
             ShardRow {
                 shard: "shard0".to_owned(),
+                table: "bookmarks".to_owned(),
                 tenant: "acme".to_owned(),
                 id: "id1".to_owned(),
             },
             ShardRow {
                 shard: "shard1".to_owned(),
+                table: "bookmarks".to_owned(),
                 tenant: "acme".to_owned(),
                 id: "id1".to_owned(),
             },
             ShardRow {
                 shard: "shard1".to_owned(),
+                table: "bookmarks".to_owned(),
                 tenant: "globex".to_owned(),
                 id: "other".to_owned(),
             },
@@ -635,12 +824,12 @@ mod tests {
             &names(),
             &writes,
             &seen(vec![row(1, "t1")]),
-            RUN,
+            MARKS,
             Some(&direct),
             Vec::new(),
         );
         assert_eq!(v.misplaced, 1, "{v:?}");
-        assert!(v.misplaced_ids[0].what.contains("on shard1"));
+        assert!(v.misplaced_ids[0].what.contains("in bookmarks on shard1"));
         assert!(!v.passed());
     }
 
@@ -650,11 +839,114 @@ mod tests {
             &names(),
             &[],
             &BTreeMap::new(),
-            RUN,
+            MARKS,
             None,
             vec!["acme".into()],
         );
         assert!(!v.passed());
         assert_eq!(v.lost, 0);
+    }
+
+    fn filed(n: u32, title: &str, collection: Option<&str>, states: States) -> Write {
+        at(
+            100,
+            110,
+            WriteKind::Update {
+                id: format!("id{n}"),
+                content: Content {
+                    title: title.to_owned(),
+                    collection: collection.map(str::to_owned),
+                    states,
+                },
+            },
+            Outcome::Acked,
+        )
+    }
+
+    #[test]
+    fn a_row_in_another_collection_than_its_write_filed_it_in_is_misplaced() {
+        let unread = States::from_bits(1);
+        let writes = [
+            create(1, Outcome::Acked),
+            filed(1, "filed", Some("c1"), unread),
+        ];
+        let mut there = row(1, "filed");
+        there.collection = Some("c1".to_owned());
+        there.states = unread;
+        assert!(verdict(&writes, vec![there.clone()]).passed());
+        let mut elsewhere = there.clone();
+        elsewhere.collection = Some("c2".to_owned());
+        let v = verdict(&writes, vec![elsewhere]);
+        assert_eq!((v.misplaced, v.lost), (1, 0), "{v:?}");
+        let mut unfiled = there.clone();
+        unfiled.collection = None;
+        assert_eq!(verdict(&writes, vec![unfiled]).misplaced, 1);
+        let mut read = there;
+        read.states = States::default();
+        assert_eq!(verdict(&writes, vec![read]).lost, 1, "its states were lost");
+    }
+
+    fn collection(n: u32, parent: Option<&str>, outcome: Outcome) -> Write {
+        let acked = outcome == Outcome::Acked;
+        at(
+            10,
+            20,
+            WriteKind::Collection {
+                name: format!("run-c{n}"),
+                parent: parent.map(str::to_owned),
+                id: acked.then(|| format!("c{n}")),
+            },
+            outcome,
+        )
+    }
+
+    fn collection_row(n: u32, parent: Option<&str>) -> CollectionRow {
+        CollectionRow {
+            id: format!("c{n}"),
+            name: format!("run-c{n}"),
+            parent: parent.map(str::to_owned),
+        }
+    }
+
+    fn collections_verdict(writes: &[Write], collections: Vec<CollectionRow>) -> Verdict {
+        let seen = seen_with(Vec::new(), collections);
+        check(&names(), writes, &seen, MARKS, None, Vec::new())
+    }
+
+    #[test]
+    fn collections_are_lost_phantom_or_moved_like_bookmarks() {
+        let writes = [
+            collection(1, None, Outcome::Acked),
+            collection(2, Some("c1"), Outcome::Acked),
+            collection(3, Some("c2"), refused()),
+        ];
+        let kept = vec![collection_row(1, None), collection_row(2, Some("c1"))];
+        assert!(collections_verdict(&writes, kept.clone()).passed());
+        let gone = collections_verdict(&writes, vec![collection_row(1, None)]);
+        assert_eq!(gone.lost, 1, "{gone:?}");
+        let moved = vec![collection_row(1, None), collection_row(2, None)];
+        assert_eq!(collections_verdict(&writes, moved).lost, 1);
+        let mut with_refused = kept.clone();
+        with_refused.push(collection_row(3, Some("c2")));
+        assert_eq!(collections_verdict(&writes, with_refused).phantom, 1);
+        let mut unasked = kept;
+        unasked.push(collection_row(9, None));
+        assert_eq!(collections_verdict(&writes, unasked).phantom, 1);
+        let maybe = [collection(4, None, unknown())];
+        let v = collections_verdict(&maybe, vec![collection_row(4, None)]);
+        assert!(v.passed());
+        assert_eq!(v.unknown_writes[0].resolved, "applied");
+    }
+
+    #[test]
+    fn an_acknowledged_write_sent_with_a_viewers_key_is_a_phantom() {
+        let mut by_viewer = create(7, refused());
+        by_viewer.viewer = true;
+        by_viewer.outcome = Outcome::Refused("403 forbidden_role".to_owned());
+        assert!(verdict(&[by_viewer.clone()], vec![]).passed());
+        by_viewer.outcome = Outcome::Acked;
+        let v = verdict(&[by_viewer], vec![row(7, "t7")]);
+        assert!(v.phantom >= 1, "{v:?}");
+        assert!(v.phantom_ids[0].what.contains("viewer"));
     }
 }

@@ -55,6 +55,46 @@ pub fn classify(ending: Ending, code: Option<&str>) -> Outcome {
     }
 }
 
+/// A bookmark's states, as a write sets them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct States {
+    pub unread: bool,
+    pub archived: bool,
+    pub favorite: bool,
+}
+
+impl States {
+    /// The states `bits` pick (its lowest three), so that a seeded choice picks them.
+    pub fn from_bits(bits: u64) -> Self {
+        States {
+            unread: bits & 1 != 0,
+            archived: bits & 2 != 0,
+            favorite: bits & 4 != 0,
+        }
+    }
+}
+
+/// What a bookmark write leaves: a title unique to the write, the collection it files the
+/// bookmark in (none: `None`) and its states.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Content {
+    pub title: String,
+    pub collection: Option<String>,
+    #[serde(flatten)]
+    pub states: States,
+}
+
+impl Content {
+    /// A title in no collection, with no state set (prefill's, and the tests').
+    pub fn titled(title: impl Into<String>) -> Self {
+        Content {
+            title: title.into(),
+            collection: None,
+            states: States::default(),
+        }
+    }
+}
+
 /// What a write asked for.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "op", rename_all = "snake_case")]
@@ -62,15 +102,25 @@ pub enum WriteKind {
     /// `id` is known only from an acknowledgement; a create is found by its `url` otherwise.
     Create {
         url: String,
-        title: String,
+        #[serde(flatten)]
+        content: Content,
         id: Option<String>,
     },
+    /// Sets every field of [`Content`], so that the row shows one write's content whole.
     Update {
         id: String,
-        title: String,
+        #[serde(flatten)]
+        content: Content,
     },
     Delete {
         id: String,
+    },
+    /// A collection, inside `parent` or at the top; its `name` is unique to the write, and
+    /// `id` is known only from an acknowledgement.
+    Collection {
+        name: String,
+        parent: Option<String>,
+        id: Option<String>,
     },
 }
 
@@ -79,6 +129,9 @@ pub enum WriteKind {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Write {
     pub tenant: usize,
+    /// Sent with the tenant's viewer key: the server must refuse it.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub viewer: bool,
     #[serde(flatten)]
     pub kind: WriteKind,
     #[serde(skip)]

@@ -18,15 +18,15 @@ use tokio::time::Instant;
 use crate::config::VerifyConfig;
 use crate::service::Service;
 
-pub use check::{Finding, Observed, Resolution, ShardRow, Verdict, check};
-pub use history::{History, Outcome, Write, WriteKind, classify};
+pub use check::{CollectionRow, Finding, Observed, Resolution, RunMarks, ShardRow, Verdict, check};
+pub use history::{Content, History, Outcome, States, Write, WriteKind, classify};
 
 /// After the run: waits `settle`, reads back every tenant written to (and the shards, when
 /// given) and checks the history against what is there.
 pub async fn run(
     service: &Service,
     writes: Vec<Write>,
-    run_urls: &str,
+    run: RunMarks<'_>,
     config: &VerifyConfig,
 ) -> Verdict {
     tokio::time::sleep(config.settle).await;
@@ -57,7 +57,7 @@ pub async fn run(
         service.names(),
         &writes,
         &seen,
-        run_urls,
+        run,
         direct.as_deref(),
         unreadable,
     )

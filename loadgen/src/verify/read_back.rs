@@ -1,5 +1,5 @@
-//! The reads after the run: every tenant written to, page by page through the service
-//! (with its key, as the load sent it), and, when asked, every shard primary's rows of
+//! The reads after the run: every tenant written to, its bookmarks page by page and then
+//! its collections, through the service (with its key, as the load sent it), and, when asked, every shard primary's rows of
 //! those tenants straight from Postgres. A tenant whose read fails is retried until the
 //! patience runs out; a read whose pages came from two shards (a move in between) starts
 //! again.
@@ -11,7 +11,8 @@ use futures::StreamExt;
 use serde_json::Value;
 use tokio::time::Instant;
 
-use super::check::{Observed, Row, ShardRow};
+use super::check::{CollectionRow, Observed, Row, ShardRow};
+use super::history::States;
 use crate::service::Service;
 
 /// Tenants read at once.
@@ -68,38 +69,68 @@ async fn read_once(service: &Service, tenant: usize) -> Result<Observed, String>
             url.push_str("&cursor=");
             url.push_str(c);
         }
-        let response = service
-            .as_tenant(service.client().get(&url), tenant)
-            .send()
-            .await
-            .map_err(|e| e.to_string())?;
-        let status = response.status();
-        let shard = response
-            .headers()
-            .get("x-shard")
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_owned);
-        let body: Value = response.json().await.map_err(|e| e.to_string())?;
-        if !status.is_success() {
-            return Err(format!("{status}: {}", body["error"]["code"]));
-        }
+        let (shard, body) = get(service, tenant, &url).await?;
         if cursor.is_some() && shard != observed.shard {
             return Err("pages answered by two shards".to_owned());
         }
         observed.shard = shard;
         for item in body["items"].as_array().into_iter().flatten() {
             let text = |k: &str| item[k].as_str().unwrap_or_default().to_owned();
+            let flag = |k: &str| item[k].as_bool().unwrap_or_default();
             observed.rows.push(Row {
                 id: text("id"),
                 url: text("url"),
                 title: text("title"),
+                collection: item["collection_id"].as_str().map(str::to_owned),
+                states: States {
+                    unread: flag("unread"),
+                    archived: flag("archived"),
+                    favorite: flag("favorite"),
+                },
             });
         }
         match body["next_cursor"].as_str() {
             Some(next) => cursor = Some(next.to_owned()),
-            None => return Ok(observed),
+            None => break,
         }
     }
+    // The collections last: a move between the two reads shows as a change of shard.
+    let (shard, body) = get(service, tenant, service.collections_api()).await?;
+    if shard != observed.shard {
+        return Err("bookmarks and collections answered by two shards".to_owned());
+    }
+    for c in body["collections"].as_array().into_iter().flatten() {
+        observed.collections.push(CollectionRow {
+            id: c["id"].as_str().unwrap_or_default().to_owned(),
+            name: c["name"].as_str().unwrap_or_default().to_owned(),
+            parent: c["parent_id"].as_str().map(str::to_owned),
+        });
+    }
+    Ok(observed)
+}
+
+/// One GET as the tenant: the shard that answered and the JSON body of a success.
+async fn get(
+    service: &Service,
+    tenant: usize,
+    url: &str,
+) -> Result<(Option<String>, Value), String> {
+    let response = service
+        .as_tenant(service.client().get(url), tenant)
+        .send()
+        .await
+        .map_err(|e| e.to_string())?;
+    let status = response.status();
+    let shard = response
+        .headers()
+        .get("x-shard")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    let body: Value = response.json().await.map_err(|e| e.to_string())?;
+    if !status.is_success() {
+        return Err(format!("{status}: {}", body["error"]["code"]));
+    }
+    Ok((shard, body))
 }
 
 /// Every row of `tenants` on each shard primary, or the shards that could not be read.
@@ -135,7 +166,9 @@ async fn read_shard(name: &str, url: &str, tenants: &[String]) -> Result<Vec<Sha
     let connection = tokio::spawn(connection);
     let rows = client
         .query(
-            "SELECT tenant_id, id::text FROM bookmarks WHERE tenant_id = ANY($1)",
+            "SELECT 'bookmarks', tenant_id, id::text FROM bookmarks WHERE tenant_id = ANY($1) \
+             UNION ALL \
+             SELECT 'collections', tenant_id, id::text FROM collections WHERE tenant_id = ANY($1)",
             &[&tenants],
         )
         .await
@@ -146,8 +179,9 @@ async fn read_shard(name: &str, url: &str, tenants: &[String]) -> Result<Vec<Sha
         .iter()
         .map(|r| ShardRow {
             shard: name.to_owned(),
-            tenant: r.get(0),
-            id: r.get(1),
+            table: r.get(0),
+            tenant: r.get(1),
+            id: r.get(2),
         })
         .collect())
 }
