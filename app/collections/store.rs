@@ -173,8 +173,10 @@ async fn sibling_named(
     Ok(rows.into_iter().next().map(|r| r.id))
 }
 
-/// The depth a collection placed under `parent` would have (1: top level).
-async fn depth_under(
+/// The collections a collection placed under `parent` would sit in: `parent` and its
+/// ancestors (none at the top level; their count is the new collection's depth less one).
+/// Refused when the tenant has no such parent.
+async fn ancestors_of_parent(
     conn: &mut AsyncPgConnection,
     tenant: &str,
     parent: Option<Uuid>,
@@ -207,7 +209,7 @@ pub async fn create(
         if count.n >= MAX_COLLECTIONS {
             return Err(CollectionError::Full);
         }
-        let above = depth_under(tx, &tenant, parent).await?;
+        let above = ancestors_of_parent(tx, &tenant, parent).await?;
         if above.len() + 1 > MAX_DEPTH {
             return Err(CollectionError::TooDeep {
                 depth: above.len() + 1,
@@ -251,7 +253,7 @@ pub async fn update(
             .ok_or(CollectionError::NotFound)?;
         let new_parent = parent.unwrap_or(current.parent_id);
         if parent.is_some() && new_parent != current.parent_id {
-            let above = depth_under(tx, tenant, new_parent).await?;
+            let above = ancestors_of_parent(tx, tenant, new_parent).await?;
             if above.contains(&id) {
                 return Err(CollectionError::Cycle);
             }
