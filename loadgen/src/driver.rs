@@ -641,32 +641,17 @@ pub async fn provision_keys(
                 // A busy control database answers 503 with Retry-After: set-up waits and
                 // asks again a few times rather than failing the whole run (a key made
                 // by an attempt whose answer was lost is only a spare).
-                let mut attempt = 1;
-                let (status, body) = loop {
-                    let res = client
+                let (status, body) = send_json(
+                    client
                         .post(&url)
                         .bearer_auth(admin_token)
-                        .json(&json!({ "note": "loadgen" }))
-                        .send()
-                        .await
-                        .map_err(|e| format!("{url}: {e}"))?;
-                    let status = res.status();
-                    let wait = retry_after(res.headers());
-                    let body: Value = res.json().await.unwrap_or_default();
-                    match wait {
-                        Some(wait)
-                            if status == reqwest::StatusCode::SERVICE_UNAVAILABLE
-                                && attempt < PROVISION_ATTEMPTS =>
-                        {
-                            attempt += 1;
-                            tokio::time::sleep(wait).await;
-                        }
-                        _ => break (status, body),
-                    }
-                };
+                        .json(&json!({ "note": "loadgen" })),
+                )
+                .await
+                .map_err(|e| format!("{url}: {e}"))?;
                 let key = body["key"]
                     .as_str()
-                    .filter(|_| status.is_success())
+                    .filter(|_| (200..300).contains(&status))
                     .ok_or_else(|| format!("{url} answered {status}: {body}"))?;
                 reqwest::header::HeaderValue::from_str(&format!("Bearer {key}"))
                     .map_err(|e| e.to_string())
