@@ -467,6 +467,22 @@ fn duplicate_apart<T>(
     }
 }
 
+/// The form checked whole: the bookmark's own fields (`validated`) and the picked
+/// collection, every problem named at once.
+fn checked<T>(
+    validated: Result<T, Vec<FieldError>>,
+    form: &BookmarkForm,
+) -> Result<(T, Option<Uuid>), FormFailure> {
+    match (validated, form.collection()) {
+        (Ok(value), Ok(collection)) => Ok((value, collection)),
+        (value, collection) => {
+            let mut fields = value.err().unwrap_or_default();
+            fields.extend(collection.err());
+            Err(FormFailure::Bookmark(BookmarkError::Validation(fields)))
+        }
+    }
+}
+
 /// A write's outcome for a form: saved, or why not.
 fn saved<T, E: Into<ApiError>>(
     outcome: Result<Result<T, BookmarkError>, E>,
@@ -514,29 +530,23 @@ async fn create(
     UiForm(form): UiForm<BookmarkForm>,
 ) -> Result<Response, ApiError> {
     csrf::check(&jar, &form.csrf)?;
+    let states = form.states();
     let input = NewBookmarkInput {
         url: form.url.clone(),
         title: form.title.clone(),
         notes: form.notes.clone(),
         tags: split_tags(&form.tags),
         collection_id: None,
-        unread: false,
-        archived: false,
-        favorite: false,
+        unread: states.unread,
+        archived: states.archived,
+        favorite: states.favorite,
     };
     let tenant = &who.tenant;
     let author = who.member.as_ref().map(|m| m.id);
-    let result = match (input.validate(), form.collection()) {
-        (Err(mut fields), collection) => {
-            fields.extend(collection.err());
-            Err(FormFailure::Bookmark(BookmarkError::Validation(fields)))
-        }
-        (Ok(_), Err(field)) => Err(FormFailure::Bookmark(BookmarkError::Validation(vec![
-            field,
-        ]))),
-        (Ok(mut draft), Ok(collection)) => {
+    let result = match checked(input.validate(), &form) {
+        Err(e) => Err(e),
+        Ok((mut draft, collection)) => {
             draft.collection_id = collection;
-            draft.states = form.states();
             saved(
                 db.write(async |c| duplicate_apart(store::insert(c, tenant, &draft, author).await))
                     .await,
@@ -599,15 +609,9 @@ async fn update(
         favorite: Some(states.favorite),
     };
     let tenant = &who.tenant;
-    let result = match (input.validate(), form.collection()) {
-        (Err(mut fields), collection) => {
-            fields.extend(collection.err());
-            Err(FormFailure::Bookmark(BookmarkError::Validation(fields)))
-        }
-        (Ok(_), Err(field)) => Err(FormFailure::Bookmark(BookmarkError::Validation(vec![
-            field,
-        ]))),
-        (Ok(mut patch), Ok(collection)) => {
+    let result = match checked(input.validate(), &form) {
+        Err(e) => Err(e),
+        Ok((mut patch, collection)) => {
             patch.collection_id = Some(collection);
             saved(
                 db.write(async |c| duplicate_apart(store::update(c, tenant, id, &patch).await))
