@@ -48,6 +48,11 @@ impl Load {
             duration: Duration::from_secs(900),
             // Requests held in flight across a replica's leaving wait for their answer.
             timeout: Duration::from_secs(20),
+            // The default mix without its viewer writes: those are refused by design (403),
+            // and every request here must succeed across the restarts.
+            mix: "list=68,get=10,create=14,update=5,delete=1,collection=1"
+                .parse()
+                .expect("the mix parses"),
             verify: Some(loadgen::VerifyConfig {
                 settle: Duration::from_secs(2),
                 ..loadgen::VerifyConfig::default()
