@@ -217,6 +217,24 @@ pub(crate) async fn tree(layout: &Layout, shard: &str, tenant: &str) -> Vec<Vec<
     .await
 }
 
+/// How deep `tenant`'s collection tree on `shard` is (a root alone is 1), following each
+/// collection's parent on that shard.
+pub(crate) async fn depth(layout: &Layout, shard: &str, tenant: &str) -> i64 {
+    let rows = on_shard(
+        layout,
+        shard,
+        &format!(
+            "WITH RECURSIVE d(id, depth) AS ( \
+               SELECT id, 1 FROM collections WHERE tenant_id = '{tenant}' AND parent_id IS NULL \
+               UNION ALL SELECT c.id, d.depth + 1 FROM collections c JOIN d ON c.parent_id = d.id \
+               WHERE c.tenant_id = '{tenant}') \
+             SELECT coalesce(max(depth), 0) FROM d"
+        ),
+    )
+    .await;
+    rows[0][0].as_deref().unwrap().parse().unwrap()
+}
+
 /// How many rows of `tenant` `shard` holds in every tenant table.
 pub(crate) async fn all_rows(layout: &Layout, shard: &str, tenant: &str) -> i64 {
     let mut total = 0;
@@ -241,8 +259,10 @@ pub(crate) fn seeded_collections(n: usize) -> usize {
 }
 
 /// `n` bookmarks for `tenant` written straight into its shard (faster than the API), in a
-/// tree of collections: four children per collection under one root (200 collections
-/// reach depth 5), every bookmark but each tenth filed in one of them.
+/// tree of collections five deep as soon as there are five: a chain from the root down to
+/// depth 5, the others spread under the chain's first four (so 200 collections stay at
+/// depth 5, and even a killed move of a small tenant copies and deletes a deep tree);
+/// every bookmark but each tenth filed in one of them.
 pub(crate) async fn seed(layout: &Layout, shard: &str, tenant: &str, n: usize) {
     let c = seeded_collections(n);
     on_shard(
@@ -251,7 +271,8 @@ pub(crate) async fn seed(layout: &Layout, shard: &str, tenant: &str, n: usize) {
         &format!(
             "INSERT INTO collections (tenant_id, id, name, parent_id) \
              SELECT '{tenant}', md5('{tenant}:c' || i)::uuid, 'c' || i, \
-             CASE WHEN i = 0 THEN NULL ELSE md5('{tenant}:c' || ((i - 1) / 4))::uuid END \
+             CASE WHEN i = 0 THEN NULL WHEN i < 5 THEN md5('{tenant}:c' || (i - 1))::uuid \
+             ELSE md5('{tenant}:c' || ((i - 5) % 4))::uuid END \
              FROM generate_series(0, {c} - 1) i"
         ),
     )
@@ -1093,6 +1114,7 @@ async fn killed_moves_resume_to_the_end_from_every_step() {
             seeded_collections(500),
             "{point}: the collection tree arrived"
         );
+        assert_eq!(depth(&layout, &away, &t).await, 5, "{point}: five deep");
         assert_eq!(served_shard(&app, &t).await.as_deref(), Ok(away.as_str()));
     }
     app.stop().await;

@@ -13,8 +13,8 @@ use bookmarks_sharded::sharding::ShardKey;
 use serde_json::{Value, json};
 
 use crate::moves::{
-    Acknowledged, Tool, all_rows, check_tree, count, instant_now, last_json, move_layout, on_shard,
-    reader, seed, seeded_collections, spawn, tree, tree_shares, tree_writer, writer,
+    Acknowledged, Tool, all_rows, check_tree, count, depth, instant_now, last_json, move_layout,
+    on_shard, reader, seed, seeded_collections, spawn, tree, tree_shares, tree_writer, writer,
     writers_landed,
 };
 use crate::support::*;
@@ -648,9 +648,10 @@ async fn killed_range_moves_resume_to_the_end_and_abort_back_to_before_from_ever
                 assert_eq!(
                     (
                         tree(&layout, owner, t).await.len(),
+                        depth(&layout, owner, t).await,
                         all_rows(&layout, other, t).await
                     ),
-                    (seeded_collections(3000), 0),
+                    (seeded_collections(3000), 5, 0),
                     "the collection tree is on {owner} only ({point}, abort: {abort})"
                 );
                 // The owner takes writes, through the app and its live slot map.
