@@ -6,6 +6,7 @@
 #
 #   scripts/count-instructions.sh                               # target/release, both servers
 #   APP_BIN=/tmp/old/target/release/bookmarks scripts/count-instructions.sh   # another build
+#   KEEP=/tmp/profiles ENDPOINT=list scripts/count-instructions.sh  # keep the profiles
 #
 # It sets everything up with scripts/bench-request-path.sh (HOLD=1: a throwaway Postgres,
 # one tenant of ROWS bookmarks, the app, the same app in trusted_header mode, and the bare
@@ -72,7 +73,7 @@ app_url=$(grep -o 'app http://[0-9.:]*' <<<"$hold" | cut -d' ' -f2)
 bare_url=$(grep -o 'bare http://[0-9.:]*' <<<"$hold" | cut -d' ' -f2)
 trusted_url=$(grep -o 'trusted http://[0-9.:]*' "$WORK/bench.log" | tail -1 | cut -d' ' -f2)
 get_id=$(grep -o ' id [0-9a-f-]*,' "$WORK/bench.log" | tail -1 | tr -d ' ,' | sed 's/^id//')
-tenant=$(grep -o 'tenant [a-z-]*,' "$WORK/bench.log" | tail -1 | cut -d' ' -f2 | tr -d ',')
+tenant=$(grep -o 'tenant [a-z0-9-]*,' "$WORK/bench.log" | tail -1 | cut -d' ' -f2 | tr -d ',')
 key=$(grep -o 'Bearer bks_[0-9a-f]*' "$WORK/bench.log" | tail -1 | cut -d' ' -f2)
 [ -n "$get_id" ] && [ -n "$tenant" ] && [ -n "$key" ] || { cat "$WORK/bench.log" >&2; exit 1; }
 
@@ -105,6 +106,10 @@ count() {
 	out=$(ls -t "$WORK"/*."$pid".out* | head -1)
 	total=$(sed -n 's/^summary: //p; s/^totals: //p' "$out" | head -1)
 	echo "$name: $((total / REQUESTS)) instructions per $ENDPOINT ($total over $REQUESTS)"
+	# KEEP=DIR keeps each server's profile, for callgrind_annotate.
+	if [ -n "${KEEP:-}" ]; then
+		mkdir -p "$KEEP" && cp "$out" "$KEEP/${name%%,*}.out"
+	fi
 }
 count bare "$bare_url" "callgrind-out-file=$WORK/bare"
 count "app, no key (trusted_header)" "$trusted_url" "serve --bind ${trusted_url#http://} "
