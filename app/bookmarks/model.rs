@@ -32,7 +32,9 @@ pub struct Bookmark {
     pub notes: String,
     /// Lower-cased, de-duplicated, in the order first given.
     pub tags: Vec<String>,
+    #[serde(serialize_with = "crate::web::timestamp::rfc3339")]
     pub created_at: DateTime<Utc>,
+    #[serde(serialize_with = "crate::web::timestamp::rfc3339")]
     pub updated_at: DateTime<Utc>,
     /// The collection it is filed in; `null` when it is in none.
     pub collection_id: Option<Uuid>,

@@ -24,7 +24,9 @@ pub struct Collection {
     pub name: String,
     /// The collection it is nested in; `null` at the top level.
     pub parent_id: Option<Uuid>,
+    #[serde(serialize_with = "crate::web::timestamp::rfc3339")]
     pub created_at: DateTime<Utc>,
+    #[serde(serialize_with = "crate::web::timestamp::rfc3339")]
     pub updated_at: DateTime<Utc>,
 }
 

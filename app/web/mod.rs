@@ -18,6 +18,7 @@ pub mod openapi;
 pub mod request_facts;
 pub mod request_id;
 pub mod stack;
+pub mod timestamp;
 
 use std::sync::Arc;
 
