@@ -311,8 +311,11 @@ if [ -n "${HOLD:-}" ]; then
 	log "      trusted http://127.0.0.1:$TRUSTED_PORT (pid $TRUSTED_PID, trusted_header),"
 	log "      postgres 127.0.0.1:$PGPORT (user bookmarks), tenant $TENANT, id $GET_ID, dir $WORK; Ctrl-C ends"
 	log "      $AUTH"
-	sleep infinity &
-	wait $! || true
+	# Without a terminal of its own, so it holds no caller's pipe open, and ended with us.
+	sleep infinity </dev/null >/dev/null 2>&1 &
+	HOLD_PID=$!
+	trap 'kill "$HOLD_PID" 2>/dev/null; exit 130' INT TERM
+	wait "$HOLD_PID" || true
 	exit 0
 fi
 

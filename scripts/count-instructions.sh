@@ -108,7 +108,9 @@ count() {
 	echo "$name: $((total / REQUESTS)) instructions per $ENDPOINT ($total over $REQUESTS)"
 	# KEEP=DIR keeps each server's profile, for callgrind_annotate.
 	if [ -n "${KEEP:-}" ]; then
-		mkdir -p "$KEEP" && cp "$out" "$KEEP/${name%%,*}.out"
+		local file
+		file=$(printf %s "$name" | tr -cs 'a-zA-Z' '-')
+		mkdir -p "$KEEP" && cp "$out" "$KEEP/${file%-}.out"
 	fi
 }
 count bare "$bare_url" "callgrind-out-file=$WORK/bare"
