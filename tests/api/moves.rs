@@ -254,6 +254,9 @@ pub(crate) async fn all_rows(layout: &Layout, shard: &str, tenant: &str) -> i64 
 }
 
 /// How many collections [`seed`] makes for `n` bookmarks: one per 50, at most 200.
+/// The size a killed move is proven on: 10 000 bookmarks in 200 collections, five deep.
+pub(crate) const DEEP_TENANT: usize = 10_000;
+
 pub(crate) fn seeded_collections(n: usize) -> usize {
     (n / 50).clamp(1, 200)
 }
@@ -1064,7 +1067,7 @@ async fn killed_moves_resume_to_the_end_from_every_step() {
         ("after-repin", "repinned"),
     ] {
         let (t, home, away) = tenant(&app, point);
-        seed(&layout, &home, &t, 500).await;
+        seed(&layout, &home, &t, DEEP_TENANT).await;
         let run = step("run", &home, &away, &t, &["--confirm", "--grace", "0s"]);
         let id = tool.kill_at(point, &run);
         assert_eq!(tool.status(id)["state"], state, "{point}");
@@ -1105,13 +1108,13 @@ async fn killed_moves_resume_to_the_end_from_every_step() {
         assert_eq!(done["state"], "done", "{point}: {done}");
         assert_eq!(
             count(&layout, &away, &t).await as usize,
-            500 + written,
+            DEEP_TENANT + written,
             "{point}"
         );
         assert_eq!(all_rows(&layout, &home, &t).await, 0, "{point}");
         assert_eq!(
             tree(&layout, &away, &t).await.len(),
-            seeded_collections(500),
+            seeded_collections(DEEP_TENANT),
             "{point}: the collection tree arrived"
         );
         assert_eq!(depth(&layout, &away, &t).await, 5, "{point}: five deep");
@@ -1127,7 +1130,7 @@ async fn abort_returns_killed_moves_to_before_and_is_refused_once_the_destinatio
     let tool = Tool::new(&layout);
     for point in ["during-copy", "after-fence", "after-repin"] {
         let (t, home, away) = tenant(&app, point);
-        seed(&layout, &home, &t, 300).await;
+        seed(&layout, &home, &t, DEEP_TENANT).await;
         let before = rows(&layout, &home, &t).await;
         let tree_before = tree(&layout, &home, &t).await;
         let id = tool.kill_at(point, &step("run", &home, &away, &t, &[]));
@@ -1173,7 +1176,7 @@ async fn abort_returns_killed_moves_to_before_and_is_refused_once_the_destinatio
         .await;
         assert_eq!(
             count(&layout, &home, &t).await,
-            301,
+            DEEP_TENANT as i64 + 1,
             "{point}: writable again"
         );
     }

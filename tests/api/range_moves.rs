@@ -13,9 +13,9 @@ use bookmarks_sharded::sharding::ShardKey;
 use serde_json::{Value, json};
 
 use crate::moves::{
-    Acknowledged, Tool, all_rows, check_tree, count, depth, instant_now, last_json, move_layout,
-    on_shard, reader, seed, seeded_collections, spawn, tree, tree_shares, tree_writer, writer,
-    writers_landed,
+    Acknowledged, DEEP_TENANT, Tool, all_rows, check_tree, count, depth, instant_now, last_json,
+    move_layout, on_shard, reader, seed, seeded_collections, spawn, tree, tree_shares, tree_writer,
+    writer, writers_landed,
 };
 use crate::support::*;
 
@@ -231,7 +231,7 @@ async fn an_online_range_move_carries_existing_and_brand_new_tenants_and_spares_
     let existing = tenants_in(first, last, "ranged", 5);
     for (i, t) in existing.iter().enumerate() {
         // The last one, a quiet whale, holds most of the range's rows.
-        seed(&layout, "shard0", t, if i == 4 { 4000 } else { 300 }).await;
+        seed(&layout, "shard0", t, if i == 4 { DEEP_TENANT } else { 300 }).await;
     }
     let co_tenant = tenant_outside(&apps[0], first, last, "shard0");
     let fresh = tenants_in(first, last, "newcomer", 400);
@@ -400,7 +400,10 @@ async fn an_online_range_move_carries_existing_and_brand_new_tenants_and_spares_
         ),
     )
     .await;
-    assert_eq!(seeded[0][0].as_deref(), Some("4000"));
+    assert_eq!(
+        seeded[0][0].as_deref(),
+        Some(DEEP_TENANT.to_string().as_str())
+    );
     check_tree(&layout, "shard1", &whale, &[tree_writes]).await;
     assert_eq!(all_rows(&layout, "shard0", &whale).await, 0);
     assert_eq!(
@@ -606,7 +609,7 @@ async fn killed_range_moves_resume_to_the_end_and_abort_back_to_before_from_ever
             let ranges = format!("{first}-{last}");
             let tenants = tenants_in(first, last, "killed", 2);
             for t in &tenants {
-                seed(&layout, "shard0", t, 3000).await;
+                seed(&layout, "shard0", t, DEEP_TENANT).await;
             }
             let id = tool.kill_at(
                 point,
@@ -641,7 +644,7 @@ async fn killed_range_moves_resume_to_the_end_and_abort_back_to_before_from_ever
             for t in &tenants {
                 assert_eq!(
                     count(&layout, owner, t).await,
-                    3000,
+                    DEEP_TENANT as i64,
                     "{point}, abort: {abort}"
                 );
                 assert_eq!(count(&layout, other, t).await, 0, "{point}, abort: {abort}");
@@ -651,7 +654,7 @@ async fn killed_range_moves_resume_to_the_end_and_abort_back_to_before_from_ever
                         depth(&layout, owner, t).await,
                         all_rows(&layout, other, t).await
                     ),
-                    (seeded_collections(3000), 5, 0),
+                    (seeded_collections(DEEP_TENANT), 5, 0),
                     "the collection tree is on {owner} only ({point}, abort: {abort})"
                 );
                 // The owner takes writes, through the app and its live slot map.
