@@ -30,6 +30,7 @@ pub const TAG: &str = "bookmarks";
 
 /// The `code`s this API's own answers carry, besides the framework's.
 pub const CODES: &[&str] = &[
+    "batch_refused",
     "duplicate_url",
     "invalid_collection",
     "invalid_cursor",

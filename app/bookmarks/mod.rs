@@ -1,8 +1,9 @@
-//! The bookmarks feature: model and validation, queries, the JSON API, the HTML UI and
-//! cross-shard stats. It reaches shards only through the web extractors; it never
-//! computes a slot.
+//! The bookmarks feature: model and validation, queries, the JSON API (with batches of
+//! writes), the HTML UI and cross-shard stats. It reaches shards only through the web
+//! extractors; it never computes a slot.
 
 pub mod api;
+pub mod batch;
 pub mod error;
 pub mod model;
 pub mod schema;
@@ -29,7 +30,9 @@ where
     Shards: FromRef<S>,
     Arc<Authenticator>: FromRef<S>,
 {
-    api::routes().merge(ui::routes().into())
+    api::routes()
+        .merge(batch::routes())
+        .merge(ui::routes().into())
 }
 
 /// The `code`s the feature's answers carry, besides the framework's.

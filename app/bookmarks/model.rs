@@ -382,6 +382,23 @@ fn check_tags(raw: &[String], errors: &mut Vec<FieldError>) -> Vec<String> {
     tags
 }
 
+/// Tags to add to or take from a bookmark, as stored (trimmed, lower-cased, distinct):
+/// each follows the rules of [`NewBookmarkInput`]'s tags. An empty list is refused, since it
+/// asks for nothing; blank entries are dropped as they are on create.
+pub fn parse_tags(raw: &[String]) -> Result<Vec<String>, Vec<FieldError>> {
+    let mut errors = Vec::new();
+    if raw.is_empty() {
+        push(&mut errors, "tags", "tags must name at least one tag");
+        return Err(errors);
+    }
+    let tags = check_tags(raw, &mut errors);
+    if errors.is_empty() {
+        Ok(tags)
+    } else {
+        Err(errors)
+    }
+}
+
 /// Splits the HTML form's comma-separated tag field.
 pub fn split_tags(raw: &str) -> Vec<String> {
     raw.split(',').map(str::to_owned).collect()

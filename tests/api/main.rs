@@ -9,6 +9,7 @@ mod support;
 
 mod admin;
 mod auth;
+mod batch;
 mod collections;
 mod cutover;
 mod directory;

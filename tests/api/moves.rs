@@ -478,7 +478,7 @@ pub(crate) struct Acknowledged {
 }
 
 /// Creates, updates and deletes its own bookmarks of `tenant` through the apps in turn
-/// until `stop`; a refusal must be a 503 with Retry-After that says the tenant is moving.
+/// until `stop`, some of them in batches; a refusal must be a 503 with Retry-After that says the tenant is moving.
 pub(crate) async fn writer(
     apps: Arc<Vec<TestApp>>,
     tenant: String,
@@ -502,6 +502,22 @@ pub(crate) async fn writer(
                     .await
                     .unwrap();
                 (res, ("update", id.clone(), title))
+            }
+            // A batch: a create and an update, in one transaction that the fence refuses
+            // whole.
+            (3, Some(id)) => {
+                let title = format!("w{who}-{n}");
+                let res = app
+                    .post("/api/bookmarks/batch")
+                    .headers(app.tenant(&tenant).await)
+                    .json(&json!({"operations": [
+                        {"op": "create", "bookmark": {"url": format!("https://load.example/{who}/{n}")}},
+                        {"op": "update", "id": id, "changes": {"title": title}},
+                    ]}))
+                    .send()
+                    .await
+                    .unwrap();
+                (res, ("batch", id.clone(), title))
             }
             (2, Some(id)) => {
                 let res = app
@@ -537,6 +553,13 @@ pub(crate) async fn writer(
             }
             ("delete", 204) => {
                 known.rows.remove(&op.1);
+            }
+            ("batch", 200) => {
+                let created = &body["results"][0]["bookmark"]["id"];
+                known
+                    .rows
+                    .insert(created.as_str().unwrap().to_owned(), String::new());
+                known.rows.insert(op.1, op.2);
             }
             (_, 503)
                 if retry_after

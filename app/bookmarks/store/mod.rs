@@ -11,6 +11,7 @@ use super::schema::bookmarks::dsl as b;
 use crate::tenancy::TenantId;
 
 mod across;
+pub mod batch;
 mod list;
 pub mod tags;
 
@@ -121,17 +122,25 @@ pub async fn insert(
     }
 }
 
+/// The tenant's bookmark for `url`: what a write that collided with it is told.
 async fn duplicate_of(conn: &mut AsyncPgConnection, tenant: &TenantId, url: &str) -> StoreError {
-    match b::bookmarks
+    match saved_with_url(conn, tenant, url).await {
+        Ok(existing) => StoreError::Duplicate { existing },
+        Err(e) => StoreError::Db(e),
+    }
+}
+
+async fn saved_with_url(
+    conn: &mut AsyncPgConnection,
+    tenant: &TenantId,
+    url: &str,
+) -> Result<Uuid, DbError> {
+    b::bookmarks
         .filter(b::tenant_id.eq(tenant.as_str()))
         .filter(b::url.eq(url))
         .select(b::id)
         .first::<Uuid>(conn)
         .await
-    {
-        Ok(existing) => StoreError::Duplicate { existing },
-        Err(e) => StoreError::Db(e),
-    }
 }
 
 pub async fn get(
@@ -155,10 +164,29 @@ pub async fn update(
     id: Uuid,
     patch: &BookmarkPatch,
 ) -> Result<Option<Bookmark>, StoreError> {
-    if patch.is_empty() {
-        return Ok(get(conn, tenant, id).await?);
+    match update_row(conn, tenant, id, patch).await {
+        Ok(updated) => Ok(updated),
+        Err(DbError::DatabaseError(DatabaseErrorKind::UniqueViolation, _)) => {
+            let url = patch.url.as_deref().unwrap_or_default();
+            Err(duplicate_of(conn, tenant, url).await)
+        }
+        Err(e) => Err(e.into()),
     }
-    let result = PatchStatement {
+}
+
+/// The patch as one statement. A URL the tenant has saved already, or a collection it does
+/// not have, is the database's error: after one, the transaction (or savepoint) it ran in
+/// must be rolled back before anything else is asked.
+async fn update_row(
+    conn: &mut AsyncPgConnection,
+    tenant: &TenantId,
+    id: Uuid,
+    patch: &BookmarkPatch,
+) -> Result<Option<Bookmark>, DbError> {
+    if patch.is_empty() {
+        return get(conn, tenant, id).await;
+    }
+    PatchStatement {
         tenant: tenant.as_str(),
         id,
         patch,
@@ -168,15 +196,7 @@ pub async fn update(
     }
     .get_result(conn)
     .await
-    .optional();
-    match result {
-        Ok(updated) => Ok(updated),
-        Err(DbError::DatabaseError(DatabaseErrorKind::UniqueViolation, _)) => {
-            let url = patch.url.as_deref().unwrap_or_default();
-            Err(duplicate_of(conn, tenant, url).await)
-        }
-        Err(e) => Err(e.into()),
-    }
+    .optional()
 }
 
 /// `UPDATE … SET column = COALESCE(new value, column), … RETURNING the row`: one statement
