@@ -207,7 +207,10 @@ async fn schemathesis_finds_no_answer_that_breaks_the_document() {
             "--exclude-path-regex",
             "^/(ready|actuator/health)$",
         ],
-        &[format!("Authorization: Bearer {key}")],
+        &[
+            format!("Authorization: Bearer {key}"),
+            format!("X-Tenant-Id: {tenant}"),
+        ],
         40,
     )
     .await;
