@@ -14,7 +14,7 @@ use super::browse::{BrowsePage, BrowseParams};
 use super::lookup::TenantReport;
 use super::moves::MoveSummary;
 use super::overview::{self, MAP_CELL, MAP_COLUMNS, Marker, ShardCard, SlotRun};
-use super::state::{AdminState, tenant_param};
+use super::state::{AdminState, typed_tenant};
 use super::{browse, lookup, moves};
 use crate::content::TENANT_TABLES;
 use crate::fairness::advice::Advice;
@@ -143,7 +143,7 @@ async fn render(
         if lookup_key.trim().is_empty() {
             return Ok(None);
         }
-        match tenant_param(&lookup_key) {
+        match typed_tenant(&lookup_key) {
             Ok(tenant) => Ok(Some(lookup::report(state, cross, &tenant).await)),
             Err(e) => Err(e.to_string()),
         }
@@ -263,7 +263,7 @@ pub async fn pin(
 ) -> Result<Response, ApiError> {
     csrf::check(&jar, &form.csrf)?;
     let note = Some(form.note.trim()).filter(|n| !n.is_empty());
-    let outcome = match tenant_param(&form.tenant) {
+    let outcome = match typed_tenant(&form.tenant) {
         Ok(tenant) => placer(&state)
             .pin(tenant.as_str(), form.shard.trim(), note, false)
             .await
@@ -280,7 +280,7 @@ pub async fn unpin(
     UiForm(form): UiForm<UnpinForm>,
 ) -> Result<Response, ApiError> {
     csrf::check(&jar, &form.csrf)?;
-    let outcome = match tenant_param(&form.tenant) {
+    let outcome = match typed_tenant(&form.tenant) {
         Ok(tenant) => placer(&state)
             .unpin(tenant.as_str(), false)
             .await

@@ -73,10 +73,16 @@ impl AdminState {
     }
 }
 
-/// A tenant id typed by an operator; the error names the field.
+/// A tenant id in the admin API, exactly as the API document's pattern takes it; the error
+/// names the field.
 pub fn tenant_param(raw: &str) -> Result<TenantId, ApiError> {
-    TenantId::parse(raw.trim()).map_err(|e| ApiError::BadRequest {
+    TenantId::parse(raw).map_err(|e| ApiError::BadRequest {
         code: "invalid_tenant",
         message: format!("tenant: {e}"),
     })
+}
+
+/// A tenant id typed by an operator into the admin page, whose stray spaces are forgiven.
+pub fn typed_tenant(raw: &str) -> Result<TenantId, ApiError> {
+    tenant_param(raw.trim())
 }

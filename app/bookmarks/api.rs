@@ -20,8 +20,8 @@ use crate::sharding::access::Shards;
 use crate::tenancy::auth::Authenticated;
 use crate::web::error::ApiError;
 use crate::web::extract::{
-    ApiJson, ApiQuery, QueryFailure, ShardedDb, ShardedReadDb, Tenant, WorkError, blank_or_bool,
-    refuse_nul,
+    ApiJson, ApiQuery, QueryFailure, QueryFlag, ShardedDb, ShardedReadDb, Tenant, WorkError,
+    blank_or_bool, blank_or_uuid, refuse_nul,
 };
 use crate::web::openapi::ErrorBody;
 
@@ -89,7 +89,8 @@ struct TagCount {
     count: i64,
 }
 
-/// The list's filters and page. Blank values mean "not given" (HTML forms send them).
+/// The list's filters and page. Blank values mean "not given" (HTML forms send them); the
+/// document states exactly what each parameter takes, blank included.
 // The limits are literals (the derive takes no constants); a test holds them to `MAX_PAGE`
 // and `MAX_SEARCH_CHARS`.
 #[derive(Debug, Deserialize, IntoParams)]
@@ -106,24 +107,32 @@ pub struct ListParams {
     /// Page size, 1 to 100 (default 20).
     #[param(minimum = 1, maximum = 100)]
     pub limit: Option<i64>,
-    /// A `next_cursor` from the previous page.
-    #[param(format = Uuid)]
+    /// A `next_cursor` from the previous page (a hyphenated UUID).
+    #[param(
+        pattern = "^([0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12})?$"
+    )]
     pub cursor: Option<String>,
-    /// Only bookmarks filed in this collection (404 `no_such_collection` when the tenant
-    /// has none with that id).
-    #[param(format = Uuid)]
+    /// Only bookmarks filed in this collection, by its id (a hyphenated UUID; 404
+    /// `no_such_collection` when the tenant has none with that id).
+    #[param(
+        pattern = "^([0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12})?$"
+    )]
     pub collection: Option<String>,
     /// With `collection`: also the bookmarks of every collection nested in it.
     #[serde(default, deserialize_with = "blank_or_bool")]
+    #[param(value_type = Option<QueryFlag>, inline)]
     pub recursive: Option<bool>,
     /// Only unread bookmarks (`true`) or only read ones (`false`).
     #[serde(default, deserialize_with = "blank_or_bool")]
+    #[param(value_type = Option<QueryFlag>, inline)]
     pub unread: Option<bool>,
     /// Only archived bookmarks (`true`) or only those not archived (`false`).
     #[serde(default, deserialize_with = "blank_or_bool")]
+    #[param(value_type = Option<QueryFlag>, inline)]
     pub archived: Option<bool>,
     /// Only favourites (`true`) or only the others (`false`).
     #[serde(default, deserialize_with = "blank_or_bool")]
+    #[param(value_type = Option<QueryFlag>, inline)]
     pub favorite: Option<bool>,
 }
 
@@ -137,36 +146,31 @@ impl ListParams {
                 message: format!("limit must be between 1 and {MAX_PAGE}"),
             });
         }
-        let cursor = match self
-            .cursor
-            .as_deref()
-            .map(str::trim)
-            .filter(|c| !c.is_empty())
-        {
-            None => None,
-            Some(c) => Some(Uuid::parse_str(c).map_err(|_| ApiError::BadRequest {
-                code: "invalid_cursor",
-                message: "cursor is not a value returned as next_cursor".to_owned(),
-            })?),
-        };
-        let collection = match self
-            .collection
-            .as_deref()
-            .map(str::trim)
-            .filter(|c| !c.is_empty())
-        {
-            None => None,
-            Some(c) => Some(CollectionFilter {
-                id: Uuid::parse_str(c).map_err(|_| ApiError::BadRequest {
-                    code: "invalid_collection",
-                    message: "collection is not a collection id".to_owned(),
-                })?,
+        let cursor = blank_or_uuid(self.cursor.as_deref()).map_err(|_| ApiError::BadRequest {
+            code: "invalid_cursor",
+            message: "cursor is not a value returned as next_cursor".to_owned(),
+        })?;
+        let collection = blank_or_uuid(self.collection.as_deref())
+            .map_err(|_| ApiError::BadRequest {
+                code: "invalid_collection",
+                message: "collection is not a collection id".to_owned(),
+            })?
+            .map(|id| CollectionFilter {
+                id,
                 recursive: self.recursive.unwrap_or(false),
-            }),
-        };
+            });
         let clean = |s: Option<String>| s.map(|v| v.trim().to_owned()).filter(|v| !v.is_empty());
         refuse_nul("tag", self.tag.as_deref())?;
         refuse_nul("q", self.q.as_deref())?;
+        // Bounded as sent, as the document bounds it, before trimming.
+        if let Some(q) = &self.q
+            && q.chars().count() > MAX_SEARCH_CHARS
+        {
+            return Err(ApiError::BadRequest {
+                code: "invalid_query",
+                message: SearchRefused::TooLong.to_string(),
+            });
+        }
         let q = clean(self.q);
         if let Some(q) = &q {
             check_search(q).map_err(|e| ApiError::BadRequest {

@@ -54,15 +54,16 @@ pub struct Bookmark {
 #[derive(Debug, Default, Clone, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NewBookmarkInput {
-    /// An absolute `http://` or `https://` address with a host, at most 2048 bytes once
-    /// trimmed. A tenant saves a URL once: a repeat answers 409 with the saved one's id.
+    /// An absolute `http://` or `https://` address with a host, at most 2048 bytes as sent;
+    /// stored trimmed. A tenant saves a URL once: a repeat answers 409 with the saved one's
+    /// id.
     #[schema(
         min_length = 1,
         max_length = 2048,
         pattern = "^\\s*[Hh][Tt][Tt][Pp][Ss]?://[^\\s\\u0000/?#]+[^\\u0000]*$"
     )]
     pub url: String,
-    /// At most 300 characters once trimmed.
+    /// At most 300 characters as sent; stored trimmed.
     #[serde(default)]
     #[schema(max_length = 300, pattern = "^[^\\u0000]*$")]
     pub title: String,
@@ -70,8 +71,9 @@ pub struct NewBookmarkInput {
     #[serde(default)]
     #[schema(max_length = 10000, pattern = "^[^\\u0000]*$")]
     pub notes: String,
-    /// Trimmed, lower-cased and de-duplicated; empty ones dropped. At most 20 distinct tags
-    /// of at most 40 characters; a list of more than 100 entries is refused unread.
+    /// Each at most 40 characters as sent; stored trimmed, lower-cased and de-duplicated,
+    /// empty ones dropped. At most 20 distinct tags; a list of more than 100 entries is
+    /// refused unread.
     #[serde(default)]
     #[schema(max_items = 100, inline, value_type = Vec<Tag>)]
     pub tags: Vec<String>,
@@ -135,7 +137,8 @@ pub struct PatchInput {
 #[derive(Debug, Clone, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TagRenameInput {
-    /// The tag to rename; compared trimmed and lower-cased, as tags are stored.
+    /// The tag to rename, at most 40 characters as sent; compared trimmed and lower-cased,
+    /// as tags are stored.
     #[schema(max_length = 40, pattern = "^[^\\u0000]*$")]
     pub from: String,
     /// Its new name. A bookmark that has both ends with `to` once: renaming onto an
@@ -174,7 +177,7 @@ fn check_tag(field: &'static str, raw: &str, errors: &mut Vec<FieldError>) -> St
         push(errors, field, format!("{field} must name a tag"));
     } else if tag.contains('\0') {
         push(errors, field, format!("{field} {NUL_MESSAGE}"));
-    } else if tag.chars().count() > MAX_TAG_CHARS {
+    } else if raw.chars().count() > MAX_TAG_CHARS {
         push(
             errors,
             field,
@@ -297,7 +300,7 @@ fn check_url(raw: &str, errors: &mut Vec<FieldError>) -> String {
         push(errors, "url", format!("url {NUL_MESSAGE}"));
     } else if trimmed.is_empty() {
         push(errors, "url", "url is required");
-    } else if trimmed.len() > MAX_URL_BYTES {
+    } else if raw.len() > MAX_URL_BYTES {
         push(
             errors,
             "url",
@@ -317,7 +320,7 @@ fn check_title(raw: &str, errors: &mut Vec<FieldError>) -> String {
     let title = raw.trim();
     if title.contains('\0') {
         push(errors, "title", format!("title {NUL_MESSAGE}"));
-    } else if title.chars().count() > MAX_TITLE_CHARS {
+    } else if raw.chars().count() > MAX_TITLE_CHARS {
         push(
             errors,
             "title",
@@ -356,14 +359,14 @@ fn check_tags(raw: &[String], errors: &mut Vec<FieldError>) -> Vec<String> {
     }
     let mut tags: Vec<String> = Vec::new();
     let mut seen = std::collections::HashSet::with_capacity(raw.len());
-    for tag in raw {
-        let tag = tag.trim().to_lowercase();
+    for sent in raw {
+        let tag = sent.trim().to_lowercase();
         if tag.is_empty() || !seen.insert(tag.clone()) {
             continue;
         }
         if tag.contains('\0') {
             push(errors, "tags", format!("a tag {NUL_MESSAGE}"));
-        } else if tag.chars().count() > MAX_TAG_CHARS {
+        } else if sent.chars().count() > MAX_TAG_CHARS {
             push(
                 errors,
                 "tags",

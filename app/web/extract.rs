@@ -9,6 +9,7 @@
 
 use axum::extract::{Form, FromRef, FromRequest, FromRequestParts, Json, Path, Query};
 use axum::http::request::Parts;
+use uuid::Uuid;
 
 use super::authenticate::AuthFailure;
 use super::error::ApiError;
@@ -147,15 +148,13 @@ pub fn refuse_nul(name: &str, value: Option<&str>) -> Result<(), ApiError> {
 }
 
 /// A query flag: `true` or `false`, and blank as not given (an HTML form's empty choice).
+/// Exactly these three, as [`QueryFlag`] documents them.
 pub fn blank_or_bool<'de, D>(deserializer: D) -> Result<Option<bool>, D::Error>
 where
     D: serde::Deserializer<'de>,
 {
     use serde::Deserialize;
-    match Option::<String>::deserialize(deserializer)?
-        .as_deref()
-        .map(str::trim)
-    {
+    match Option::<String>::deserialize(deserializer)?.as_deref() {
         None | Some("") => Ok(None),
         Some("true") => Ok(Some(true)),
         Some("false") => Ok(Some(false)),
@@ -164,6 +163,41 @@ where
         ))),
     }
 }
+
+/// A query flag's schema in the API document (`#[param(value_type = Option<QueryFlag>,
+/// inline)]`): `true`, `false`, or blank for not given.
+pub struct QueryFlag;
+
+impl utoipa::PartialSchema for QueryFlag {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        use utoipa::openapi::schema::{ObjectBuilder, Type};
+        ObjectBuilder::new()
+            .schema_type(Type::String)
+            .enum_values(Some(["true", "false", ""]))
+            .into()
+    }
+}
+
+impl utoipa::ToSchema for QueryFlag {}
+
+/// A query parameter that should have held a UUID.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NotAUuid;
+
+/// A UUID query parameter as the API document states it: the hyphenated form, or blank for
+/// not given (an HTML form's empty field). `None` when blank.
+pub fn blank_or_uuid(raw: Option<&str>) -> Result<Option<Uuid>, NotAUuid> {
+    match raw {
+        None | Some("") => Ok(None),
+        // 36 characters: only the hyphenated form, not the braced, URN or bare-hex ones.
+        Some(text) if text.len() == 36 => Uuid::try_parse(text).map(Some).map_err(|_| NotAUuid),
+        Some(_) => Err(NotAUuid),
+    }
+}
+
+/// The pattern of a UUID query parameter that may be blank (see [`blank_or_uuid`]).
+pub const BLANK_OR_UUID: &str =
+    "^([0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12})?$";
 
 /// `Query` whose rejections are API errors.
 #[derive(FromRequestParts)]
@@ -179,3 +213,33 @@ pub struct ApiPath<T>(pub T);
 #[derive(FromRequest)]
 #[from_request(via(Form), rejection(ApiError))]
 pub struct UiForm<T>(pub T);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_uuid_parameter_takes_the_hyphenated_form_or_blank_and_nothing_else() {
+        let id = "0190a000-0000-7000-8000-00000000000a";
+        assert_eq!(blank_or_uuid(None), Ok(None));
+        assert_eq!(blank_or_uuid(Some("")), Ok(None));
+        assert_eq!(
+            blank_or_uuid(Some(id)),
+            Ok(Some(Uuid::parse_str(id).unwrap()))
+        );
+        assert_eq!(
+            blank_or_uuid(Some(&id.to_uppercase())),
+            Ok(Some(Uuid::parse_str(id).unwrap()))
+        );
+        for refused in [
+            " ",
+            "0190a00000007000800000000000000a",
+            "{0190a000-0000-7000-8000-00000000000a}",
+            "urn:uuid:0190a000-0000-7000-8000-00000000000a",
+            " 0190a000-0000-7000-8000-00000000000a",
+            "0190a000-0000-7000-8000-00000000000g",
+        ] {
+            assert_eq!(blank_or_uuid(Some(refused)), Err(NotAUuid), "{refused:?}");
+        }
+    }
+}

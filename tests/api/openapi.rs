@@ -143,7 +143,7 @@ async fn fuzz(app: &TestApp, filter: &[&str], headers: &[String], seconds: u32) 
         .args([
             "--checks",
             "not_a_server_error,status_code_conformance,content_type_conformance,\
-             response_schema_conformance,response_headers_conformance",
+             response_schema_conformance,response_headers_conformance,negative_data_rejection",
             "--max-time",
             &seconds.to_string(),
             // One worker: with two, hypothesis parses lambda sources on two threads at

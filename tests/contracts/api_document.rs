@@ -159,6 +159,20 @@ fn the_documents_limits_are_the_ones_validation_enforces() {
     assert_eq!(param("limit")["maximum"], MAX_PAGE);
     assert_eq!(param("limit")["minimum"], 1);
     assert_eq!(param("q")["maxLength"], MAX_SEARCH_CHARS);
+    for id in ["cursor", "collection"] {
+        assert_eq!(
+            param(id)["pattern"],
+            bookmarks_sharded::web::extract::BLANK_OR_UUID,
+            "{id}: what blank_or_uuid takes"
+        );
+    }
+    for flag in ["recursive", "unread", "archived", "favorite"] {
+        assert_eq!(
+            param(flag)["enum"],
+            serde_json::json!(["true", "false", ""]),
+            "{flag}: what blank_or_bool takes"
+        );
+    }
     let tenant = param("X-Tenant-Id");
     assert_eq!(
         tenant["maxLength"],
