@@ -286,6 +286,7 @@ impl Shared {
         &self,
         tenant: usize,
         viewer: bool,
+        batched: bool,
         kind: WriteKind,
         sent: Instant,
         outcome: Outcome,
@@ -294,6 +295,7 @@ impl Shared {
             h.push(Write {
                 tenant,
                 viewer,
+                batched,
                 kind,
                 sent: sent - self.born,
                 ended: self.born.elapsed(),
@@ -353,7 +355,7 @@ impl Shared {
     /// promised.
     async fn execute(&self, tenant: usize, op: Op, choice: u64) -> Answer {
         let id = match op {
-            Op::Get | Op::Update => self.pick_id(tenant, choice, false),
+            Op::Get | Op::Update | Op::Batch => self.pick_id(tenant, choice, false),
             Op::Delete => self.pick_id(tenant, choice, true),
             Op::List | Op::Create | Op::Collection | Op::Viewer => None,
         };
@@ -385,7 +387,25 @@ impl Shared {
             });
             (body, url, content)
         };
-        let (request, mut write) = match op {
+        let update_content = |bits: u64| {
+            // Unique per run, so that the checker can tell which update a row shows.
+            let n = self.updated.fetch_add(1, Ordering::Relaxed);
+            Content {
+                title: format!("updated {}-{n}", self.run_tag),
+                collection: self.pick_collection(tenant, bits),
+                states,
+            }
+        };
+        let changes = |content: &Content| {
+            json!({
+                "title": content.title,
+                "collection_id": content.collection,
+                "unread": states.unread,
+                "archived": states.archived,
+                "favorite": states.favorite,
+            })
+        };
+        let (request, writes) = match op {
             Op::List => {
                 let mut url = format!("{}?limit=20", self.api());
                 if bits.is_multiple_of(4)
@@ -394,37 +414,47 @@ impl Shared {
                     url.push_str("&collection=");
                     url.push_str(&c);
                 }
-                (self.client().get(url), None)
+                (self.client().get(url), Vec::new())
             }
-            Op::Get => (self.client().get(one()), None),
+            Op::Get => (self.client().get(one()), Vec::new()),
             Op::Create | Op::Viewer => {
                 let n = self.created.fetch_add(1, Ordering::Relaxed);
                 let (body, url, content) = create_body(n);
                 let request = self.client().post(self.api()).json(&body);
                 let id = None;
-                (request, Some(WriteKind::Create { url, content, id }))
+                (request, vec![WriteKind::Create { url, content, id }])
             }
             Op::Update => {
-                // Unique per run, so that the checker can tell which update a row shows.
-                let n = self.updated.fetch_add(1, Ordering::Relaxed);
-                let content = Content {
-                    title: format!("updated {}-{n}", self.run_tag),
-                    collection: self.pick_collection(tenant, bits),
-                    states,
-                };
-                let request = self.client().patch(one()).json(&json!({
-                    "title": content.title,
-                    "collection_id": content.collection,
-                    "unread": states.unread,
-                    "archived": states.archived,
-                    "favorite": states.favorite,
-                }));
+                let content = update_content(bits);
+                let request = self.client().patch(one()).json(&changes(&content));
                 let id = id.clone().unwrap_or_default();
-                (request, Some(WriteKind::Update { id, content }))
+                (request, vec![WriteKind::Update { id, content }])
+            }
+            Op::Batch => {
+                let n = self.created.fetch_add(1, Ordering::Relaxed);
+                let (body, url, content) = create_body(n);
+                let mut operations = vec![json!({"op": "create", "bookmark": body})];
+                let mut writes = vec![WriteKind::Create {
+                    url,
+                    content,
+                    id: None,
+                }];
+                if let Some(id) = &id {
+                    let content = update_content(bits.rotate_left(17));
+                    operations
+                        .push(json!({"op": "update", "id": id, "changes": changes(&content)}));
+                    let id = id.clone();
+                    writes.push(WriteKind::Update { id, content });
+                }
+                let request = self
+                    .client()
+                    .post(self.service.batch_api())
+                    .json(&json!({ "operations": operations }));
+                (request, writes)
             }
             Op::Delete => {
                 let id = id.clone().unwrap_or_default();
-                (self.client().delete(one()), Some(WriteKind::Delete { id }))
+                (self.client().delete(one()), vec![WriteKind::Delete { id }])
             }
             Op::Collection => {
                 let n = self.collected.fetch_add(1, Ordering::Relaxed);
@@ -437,7 +467,7 @@ impl Shared {
                     .post(self.service.collections_api())
                     .json(&json!({ "name": name, "parent_id": parent }));
                 let id = None;
-                (request, Some(WriteKind::Collection { name, parent, id }))
+                (request, vec![WriteKind::Collection { name, parent, id }])
             }
         };
         let request = match op {
@@ -448,13 +478,18 @@ impl Shared {
             _ => self.as_tenant(request, tenant),
         };
         let verifying = self.history.is_some();
-        let wants_body = matches!(op, Op::Create | Op::Collection)
-            || (verifying && write.is_some())
+        let wants_body = matches!(op, Op::Create | Op::Collection | Op::Batch)
+            || (verifying && !writes.is_empty())
             || (op == Op::List && !verifying && self.known(tenant).len() < LEARN_FROM_LISTS_BELOW);
         let sent = Instant::now();
         let (answer, body) = self.send(request, op, wants_body).await;
-        if let Some(kind) = write.take() {
-            let (outcome, acked_id) = promise(answer.ending, body.as_ref());
+        // A batch is all or nothing: its writes share one answer, each with its own result.
+        for (i, kind) in writes.into_iter().enumerate() {
+            let acked_at = match op {
+                Op::Batch => format!("/results/{i}/bookmark/id"),
+                _ => "/id".to_owned(),
+            };
+            let (outcome, acked_id) = promise(answer.ending, body.as_ref(), &acked_at);
             let kind = match kind {
                 WriteKind::Create { url, content, .. } => WriteKind::Create {
                     url,
@@ -468,7 +503,14 @@ impl Shared {
                 },
                 other => other,
             };
-            self.record_write(tenant, op == Op::Viewer, kind, sent, outcome);
+            self.record_write(
+                tenant,
+                op == Op::Viewer,
+                op == Op::Batch,
+                kind,
+                sent,
+                outcome,
+            );
         }
         match answer.ending {
             Ending::Status(status) => self.learn(tenant, op, status, id.as_deref(), body),
@@ -553,6 +595,20 @@ impl Shared {
                     self.remember(tenant, id);
                 }
             }
+            (Op::Batch, 200, Some(v)) => {
+                if let Some(id) = v.pointer("/results/0/bookmark/id").and_then(Value::as_str) {
+                    self.remember(tenant, id);
+                }
+            }
+            // The update's bookmark was deleted meanwhile (the create was rolled back with it).
+            (Op::Batch, 422, Some(v)) => {
+                let refused = v["error"]["operations"].as_array().into_iter().flatten();
+                if let Some(id) = id
+                    && refused.into_iter().any(|r| r["code"] == "not_found")
+                {
+                    self.forget(tenant, id);
+                }
+            }
             (Op::List, 200, Some(v)) => {
                 for id in v["items"].as_array().into_iter().flatten() {
                     if let Some(id) = id["id"].as_str() {
@@ -590,10 +646,10 @@ impl Shared {
         let (answer, body) = self.send(request, Op::Create, true).await;
         // A 409 is an earlier run's bookmark: not this run's write.
         if answer.ending != Ending::Status(409) {
-            let (outcome, id) = promise(answer.ending, body.as_ref());
+            let (outcome, id) = promise(answer.ending, body.as_ref(), "/id");
             let content = Content::titled(title);
             let kind = WriteKind::Create { url, content, id };
-            self.record_write(tenant, false, kind, sent, outcome);
+            self.record_write(tenant, false, false, kind, sent, outcome);
         }
         if let Ending::Status(status) = answer.ending {
             self.learn(tenant, Op::Create, status, None, body);
@@ -608,12 +664,13 @@ impl Shared {
 }
 
 /// What a write's answer promised, and the id an acknowledged create returned.
-fn promise(ending: Ending, body: Option<&Value>) -> (Outcome, Option<String>) {
+fn promise(ending: Ending, body: Option<&Value>, acked_id_at: &str) -> (Outcome, Option<String>) {
     let code = body.and_then(|b| b["error"]["code"].as_str());
     let outcome = classify(ending, code);
     let id = body
         .filter(|_| outcome == Outcome::Acked)
-        .and_then(|b| b["id"].as_str())
+        .and_then(|b| b.pointer(acked_id_at))
+        .and_then(Value::as_str)
         .map(str::to_owned);
     (outcome, id)
 }

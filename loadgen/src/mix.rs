@@ -28,10 +28,13 @@ pub enum Op {
     Collection,
     /// `POST /api/bookmarks` with the tenant's viewer key: refused (403), and never stored
     Viewer,
+    /// `POST /api/bookmarks/batch`: a create and an update of a known bookmark (when the
+    /// tenant has one) in one transaction, both applied or neither
+    Batch,
 }
 
 impl Op {
-    pub const ALL: [Op; 7] = [
+    pub const ALL: [Op; 8] = [
         Op::List,
         Op::Get,
         Op::Create,
@@ -39,6 +42,7 @@ impl Op {
         Op::Delete,
         Op::Collection,
         Op::Viewer,
+        Op::Batch,
     ];
 
     pub fn name(self) -> &'static str {
@@ -50,6 +54,7 @@ impl Op {
             Op::Delete => "delete",
             Op::Collection => "collection",
             Op::Viewer => "viewer",
+            Op::Batch => "batch",
         }
     }
 }
@@ -63,7 +68,7 @@ impl fmt::Display for Op {
 /// Relative weights of the operations; they need not sum to 100.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Mix {
-    weights: [u32; 7],
+    weights: [u32; 8],
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -71,7 +76,7 @@ pub enum MixError {
     #[error("entry {0:?} is not OP=WEIGHT (e.g. list=70)")]
     Shape(String),
     #[error(
-        "entry {0:?} names no operation; use list, get, create, update, delete, collection or viewer"
+        "entry {0:?} names no operation; use list, get, create, update, delete, collection, viewer or batch"
     )]
     UnknownOp(String),
     #[error("entry {0:?} has a weight that is not a whole number between 0 and 1000000")]
@@ -86,8 +91,8 @@ impl FromStr for Mix {
     type Err = MixError;
 
     fn from_str(s: &str) -> Result<Self, MixError> {
-        let mut weights = [0u32; 7];
-        let mut seen = [false; 7];
+        let mut weights = [0u32; 8];
+        let mut seen = [false; 8];
         for entry in s.split(',').map(str::trim) {
             let (op, weight) = entry
                 .split_once('=')

@@ -14,6 +14,7 @@ pub struct Service {
     names: Vec<String>,
     /// `{base}/api/collections`
     collections_api: String,
+    batch_api: String,
     /// `Bearer <key>` per tenant (empty: requests carry no key).
     keys: Vec<HeaderValue>,
     /// `Bearer <key>` of a viewer member per tenant (empty: no viewers were made).
@@ -37,6 +38,7 @@ impl Service {
             client,
             api: format!("{}/api/bookmarks", config.base()),
             collections_api: format!("{}/api/collections", config.base()),
+            batch_api: format!("{}/api/bookmarks/batch", config.base()),
             names,
             keys,
             viewer_keys,
@@ -96,5 +98,10 @@ impl Service {
     /// `{base}/api/collections`
     pub fn collections_api(&self) -> &str {
         &self.collections_api
+    }
+
+    /// `{base}/api/bookmarks/batch`
+    pub fn batch_api(&self) -> &str {
+        &self.batch_api
     }
 }

@@ -295,13 +295,14 @@ async fn a_stopped_shard_shows_up_as_errors_only_for_that_shards_tenants() {
 }
 
 #[tokio::test]
-async fn verify_checks_collections_filed_bookmarks_and_refused_viewers_against_the_real_service() {
+async fn verify_checks_collections_filed_bookmarks_batches_and_refused_viewers_against_the_real_service()
+ {
     let _alone = alone().await;
     let l = layout("").await;
     let app = spawn(l.settings(), "loadgen-verify").await;
     let config = Config {
         prefill: 1,
-        mix: "list=1,create=3,update=3,collection=2,viewer=1"
+        mix: "list=1,create=3,update=3,collection=2,viewer=1,batch=2"
             .parse()
             .unwrap(),
         load: Load::Open {
@@ -328,6 +329,11 @@ async fn verify_checks_collections_filed_bookmarks_and_refused_viewers_against_t
         count(&verdict.viewer_writes, "refused") > 0 && count(&verdict.viewer_writes, "acked") == 0,
         "{:?}",
         verdict.viewer_writes
+    );
+    assert!(
+        count(&verdict.batch_writes, "acked") > 0,
+        "{:?}",
+        verdict.batch_writes
     );
     // The checker held filed bookmarks to their collections: some were filed.
     let mut filed = 0;

@@ -117,6 +117,8 @@ pub struct Verdict {
     /// Of those, the writes sent with a viewer's key, by outcome (all refused, or the
     /// acknowledged ones are phantoms).
     pub viewer_writes: BTreeMap<&'static str, usize>,
+    /// Of those, the writes sent in batches, by outcome.
+    pub batch_writes: BTreeMap<&'static str, usize>,
     /// Tenants written to and read back.
     pub tenants_checked: usize,
     /// Tenants (or `shard:<name>`) whose read-back failed until the patience ran out: the
@@ -147,11 +149,14 @@ impl Verdict {
         let _ = writeln!(
             out,
             "verify: of those, collections {} acknowledged, {} refused; viewers' writes {} \
-             refused, {} acknowledged",
+             refused, {} acknowledged; in batches {} acknowledged, {} refused, {} unknown",
             of(&self.collection_writes, "acked"),
             of(&self.collection_writes, "refused"),
             of(&self.viewer_writes, "refused"),
             of(&self.viewer_writes, "acked"),
+            of(&self.batch_writes, "acked"),
+            of(&self.batch_writes, "refused"),
+            of(&self.batch_writes, "unknown"),
         );
         let mut resolved: BTreeMap<&str, usize> = BTreeMap::new();
         for r in &self.unknown_writes {
@@ -238,6 +243,9 @@ pub fn check(
         }
         if w.viewer {
             *v.viewer_writes.entry(key).or_default() += 1;
+        }
+        if w.batched {
+            *v.batch_writes.entry(key).or_default() += 1;
         }
         if w.viewer && w.outcome == Outcome::Acked {
             let name = names.get(w.tenant).map_or("?", String::as_str);
@@ -584,6 +592,7 @@ mod tests {
         Write {
             tenant: 0,
             viewer: false,
+            batched: false,
             kind,
             sent: Duration::from_millis(from_ms),
             ended: Duration::from_millis(to_ms),
@@ -936,6 +945,23 @@ mod tests {
         let v = collections_verdict(&maybe, vec![collection_row(4, None)]);
         assert!(v.passed());
         assert_eq!(v.unknown_writes[0].resolved, "applied");
+    }
+
+    #[test]
+    fn batched_writes_are_counted_apart_and_held_to_their_answer_like_any_other() {
+        let batch = |n, outcome| {
+            let mut w = create(n, outcome);
+            w.batched = true;
+            w
+        };
+        let writes = [batch(1, Outcome::Acked), batch(2, refused())];
+        let v = verdict(&writes, vec![row(1, "t1")]);
+        assert!(v.passed(), "{v:?}");
+        assert_eq!(v.batch_writes.get("acked"), Some(&1));
+        assert_eq!(v.batch_writes.get("refused"), Some(&1));
+        // The acknowledged one missing is lost; the refused one present is a phantom.
+        assert_eq!(verdict(&writes, vec![]).lost, 1);
+        assert!(verdict(&writes, vec![row(1, "t1"), row(2, "t2")]).phantom >= 1);
     }
 
     #[test]

@@ -132,6 +132,10 @@ pub struct Write {
     /// Sent with the tenant's viewer key: the server must refuse it.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub viewer: bool,
+    /// Sent in a batch (`POST /api/bookmarks/batch`): applied with the other writes of its
+    /// request, or not at all.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub batched: bool,
     #[serde(flatten)]
     pub kind: WriteKind,
     #[serde(skip)]
