@@ -799,10 +799,12 @@ async fn the_compose_stack_serves_through_nginx_survives_outages_and_tears_down_
             && said.contains("vera makes a collection: 403")
             && said.contains("\"collection_not_empty\"")
             && said.contains("(409)")
-            && said.contains("\"renamed\":1"),
+            && said.contains("\"renamed\":1")
+            && said.contains("eddie sends a batch: 200")
+            && said.contains("\"batch_refused\""),
         "the walkthrough's editor filed a bookmark in a nested collection, the viewer found it \
          through the parent and could not make a collection, a collection with contents was \
-         kept and a tag was renamed: {said}"
+         kept, a tag was renamed, and a batch was applied and another refused whole: {said}"
     );
     assert!(
         said.contains("spare key: 200") && said.contains("\"invalid_api_key\""),
