@@ -1,10 +1,11 @@
 //! The bookmarks feature: model and validation, queries, the JSON API (with batches of
-//! writes), the HTML UI and cross-shard stats. It reaches shards only through the web
-//! extractors; it never computes a slot.
+//! writes and the export), the HTML UI and cross-shard stats. It reaches shards only
+//! through the web extractors; it never computes a slot.
 
 pub mod api;
 pub mod batch;
 pub mod error;
+pub mod export;
 pub mod model;
 pub mod schema;
 pub mod stats;
@@ -32,6 +33,7 @@ where
 {
     api::routes()
         .merge(batch::routes())
+        .merge(export::routes())
         .merge(ui::routes().into())
 }
 

@@ -98,6 +98,15 @@ impl DeadlineConn {
     }
 }
 
+impl DeadlineConn {
+    /// Closes the connection instead of returning it to the pool.
+    pub fn discard(mut self) {
+        if let Some(conn) = self.conn.take() {
+            drop(Object::take(conn));
+        }
+    }
+}
+
 impl Drop for DeadlineConn {
     fn drop(&mut self) {
         if self.dirty

@@ -198,6 +198,12 @@ impl ShardConn {
         !matches!(probe.await, Ok(Ok(())))
     }
 
+    /// Closes the connection instead of returning it to the pool: for one left inside a
+    /// transaction that nobody will end.
+    pub fn discard(self) {
+        self.conn.discard();
+    }
+
     /// Runs `work` within the shard's query deadline. If the deadline passes (now, or for
     /// an earlier statement on this connection), the error says whether a write's outcome
     /// is unknown.

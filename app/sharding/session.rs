@@ -34,6 +34,8 @@ pub struct TenantSession<M> {
     /// Told which shard serves the session and how long a write waited (a request's
     /// facts); none outside a request.
     observer: Option<Arc<dyn SessionObserver>>,
+    /// A snapshot's transaction is open on `inner` (see `begin_snapshot`).
+    snapshot: bool,
     mode: PhantomData<M>,
 }
 
@@ -115,8 +117,126 @@ impl Shards {
             shards: self.clone(),
             tenant: tenant.into(),
             observer,
+            snapshot: false,
             mode: PhantomData,
         })
+    }
+}
+
+/// Where the shard says the tenant now lives, if it has given it away: by a tenant move
+/// (its own guard) or by a range move of its slot (unless it is placed here by hand).
+const DEPARTED_TO: &str = "\
+    SELECT COALESCE( \
+        (SELECT peer_shard FROM _autumn_tenant_guard \
+            WHERE tenant_key = $1 AND state = 'departed'), \
+        (SELECT g.peer_shard FROM _autumn_slot_guard g \
+            WHERE g.slot = _autumn_slot($1) AND g.state = 'departed' \
+            AND NOT EXISTS (SELECT 1 FROM _autumn_tenant_guard t WHERE t.tenant_key = $1) \
+            AND NOT EXISTS (SELECT 1 FROM _autumn_placed_tenants p WHERE p.tenant_key = $1)) \
+    ) AS peer";
+
+#[derive(diesel::QueryableByName)]
+struct Departed {
+    #[diesel(sql_type = diesel::sql_types::Nullable<diesel::sql_types::Text>)]
+    peer: Option<String>,
+}
+
+impl TenantSession<Primary> {
+    /// Opens a snapshot of the tenant's rows: one `REPEATABLE READ, READ ONLY` transaction
+    /// on its shard that every later read of this session runs in, until
+    /// [`Self::end_snapshot`], so that a tenant read in many pages (an export) is read as of
+    /// one moment whatever is written meanwhile. Each page is a statement of its own under
+    /// the query deadline; between pages nothing is watched, so a slow reader is never
+    /// taken for a silent server. A session dropped with its snapshot open discards its
+    /// connection (closing it ends the transaction at once): the pool never holds an open
+    /// transaction.
+    ///
+    /// The snapshot is taken where the tenant's rows are whole. A move deletes a tenant's
+    /// rows only after its source has marked the tenant departed, so a shard that has not
+    /// marked it departed by the time the snapshot is taken still has every row in the
+    /// snapshot. The mark is read on a second connection, after the snapshot is taken: read
+    /// inside the snapshot, it would hold a lock on the guard tables until the export ends,
+    /// and a range move's fence takes them exclusively. If the shard has given the tenant
+    /// away (a stale route, or a move that ended just now), the snapshot is taken again on
+    /// the shard the guard names.
+    pub async fn begin_snapshot(&mut self) -> Result<(), SessionError<diesel::result::Error>> {
+        use diesel_async::{AnsiTransactionManager, RunQueryDsl};
+        let mut followed = 0;
+        loop {
+            // Before BEGIN is sent: from then on a dropped session must not pool its
+            // connection.
+            self.snapshot = true;
+            self.run(Intent::Read, async |c| {
+                AnsiTransactionManager::begin_transaction_sql(
+                    c,
+                    "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY",
+                )
+                .await?;
+                // Taken by the transaction's first statement, not by BEGIN.
+                diesel::sql_query("SELECT 1").execute(c).await.map(drop)
+            })
+            .await?;
+            let Some(peer) = self.departed_to().await? else {
+                return Ok(());
+            };
+            self.end_snapshot().await?;
+            self.shards.forget(&self.tenant);
+            let next = self.shards.set().by_name(&peer).map(|s| s.id());
+            match next {
+                Some(next) if followed < 2 => {
+                    followed += 1;
+                    self.switch_to(next);
+                }
+                _ => {
+                    let shard = self.name.as_str().to_owned();
+                    return Err(ShardError::TenantMoved { shard, to: peer }.into());
+                }
+            }
+        }
+    }
+
+    /// Ends the snapshot [`Self::begin_snapshot`] opened.
+    pub async fn end_snapshot(&mut self) -> Result<(), SessionError<diesel::result::Error>> {
+        use diesel_async::{AnsiTransactionManager, TransactionManager};
+        self.run(Intent::Read, async |c| {
+            AnsiTransactionManager::commit_transaction(c).await
+        })
+        .await?;
+        self.snapshot = false;
+        Ok(())
+    }
+
+    /// Whether this session's shard has given the tenant away, and to which shard.
+    async fn departed_to(&self) -> Result<Option<String>, SessionError<diesel::result::Error>> {
+        use diesel_async::RunQueryDsl;
+        let shard = self.shards.set().get(self.shard);
+        let mut conn = self.shards.primary(shard).await?;
+        let tenant = &*self.tenant;
+        let asked = conn
+            .within(Intent::Read, async |c| {
+                diesel::sql_query(DEPARTED_TO)
+                    .bind::<diesel::sql_types::Text, _>(tenant)
+                    .get_result::<Departed>(c)
+                    .await
+            })
+            .await?;
+        match asked {
+            Ok(departed) => Ok(departed.peer),
+            Err(e) => {
+                let lost = conn.lost_after(&e).await;
+                Err(self.classify(Intent::Read, e, lost).into())
+            }
+        }
+    }
+}
+
+impl<M> Drop for TenantSession<M> {
+    fn drop(&mut self) {
+        if self.snapshot
+            && let Some(conn) = self.inner.take()
+        {
+            conn.discard();
+        }
     }
 }
 

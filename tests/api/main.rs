@@ -14,6 +14,7 @@ mod collections;
 mod cutover;
 mod directory;
 mod drained;
+mod export;
 mod fairness;
 mod leaving;
 mod load_generator;

@@ -12,6 +12,7 @@ use crate::tenancy::TenantId;
 
 mod across;
 pub mod batch;
+pub mod export;
 mod list;
 pub mod tags;
 
