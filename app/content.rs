@@ -6,9 +6,14 @@
 //! holds the two to each other).
 
 use crate::sharding::tenant_rows::TenantTable;
-use crate::{bookmarks, collections};
+use crate::{bookmarks, changes, collections};
 
-pub const TENANT_TABLES: &[TenantTable] = &[collections::TABLE, bookmarks::TABLE];
+pub const TENANT_TABLES: &[TenantTable] = &[
+    collections::TABLE,
+    bookmarks::TABLE,
+    changes::CHANGES_TABLE,
+    changes::HORIZONS_TABLE,
+];
 
 #[cfg(test)]
 mod tests {

@@ -18,6 +18,7 @@
 //!   `CrossShard`, `Tenant`), errors → HTTP, health, metrics, the access log, the layer stack.
 //! - [`bookmarks`]: the feature itself (API, HTML UI, stats); never computes a slot.
 //! - [`collections`]: a tenant's nested folders of bookmarks.
+//! - [`changes`]: the change feed of a tenant's bookmarks and collections, kept by the shard.
 //! - [`content`]: every tenant table on the shards, declared once for moves and checks.
 //! - [`search`]: full-text search and the per-shard reindexer.
 //! - [`jobs`]: the job queue on the control database and its worker.
@@ -34,6 +35,7 @@
 
 pub mod admin;
 pub mod bookmarks;
+pub mod changes;
 pub mod cli;
 pub mod collections;
 pub mod configuration;

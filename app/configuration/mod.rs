@@ -38,7 +38,18 @@ pub struct Settings {
     pub origin: String,
     pub topology: Topology,
     pub tenancy: TenancySettings,
+    pub changes: ChangesSettings,
 }
+
+/// `[changes]`: the change feed.
+#[derive(Debug, Clone)]
+pub struct ChangesSettings {
+    /// How long a deleted item's tombstone stays in the feed; a cursor older than the
+    /// tombstones purged since answers 410 `cursor_expired`.
+    pub tombstone_retention: std::time::Duration,
+}
+
+pub const DEFAULT_TOMBSTONE_RETENTION_DAYS: u64 = 30;
 
 /// `[tenancy]`: how a request names its tenant, and how it proves it may act as it.
 #[derive(Debug, Clone)]
@@ -93,6 +104,14 @@ struct RawSettings {
     tenancy: RawTenancy,
     #[serde(default)]
     sharding: RawSharding,
+    #[serde(default)]
+    changes: RawChanges,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawChanges {
+    tombstone_retention_days: Option<u64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -184,6 +203,18 @@ impl Settings {
     fn validate(raw: RawSettings, origin: &str) -> Result<Self, Vec<String>> {
         let mut problems = Vec::new();
         let tenancy = validate_tenancy(&raw.tenancy, &mut problems);
+        let days = raw
+            .changes
+            .tombstone_retention_days
+            .unwrap_or(DEFAULT_TOMBSTONE_RETENTION_DAYS);
+        if !(1..=36_500).contains(&days) {
+            problems.push(format!(
+                "[changes] tombstone_retention_days must be between 1 and 36500, not {days}"
+            ));
+        }
+        let changes = ChangesSettings {
+            tombstone_retention: std::time::Duration::from_secs(days * 86_400),
+        };
         let topology = match raw.database {
             Some(db) => database::topology(&db, &raw.sharding)
                 .map_err(|p| problems.extend(p))
@@ -198,6 +229,7 @@ impl Settings {
                 origin: origin.to_owned(),
                 topology,
                 tenancy,
+                changes,
             }),
             _ => Err(problems),
         }

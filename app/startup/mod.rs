@@ -14,6 +14,7 @@ use anyhow::Context;
 use tokio::net::TcpListener;
 
 use crate::admin::{self, AdminState, AdminToken, ControlDb};
+use crate::changes::{self, purge::PurgeOptions};
 use crate::configuration::{AuthMode, Settings};
 use crate::fairness::Fairness;
 use crate::jobs::worker::{self, JobCounts, JobWakeups, WorkerOptions};
@@ -81,10 +82,13 @@ pub struct ServeOptions {
     /// Signs the UI's session cookies; every replica behind one site needs the same. `None`:
     /// a random secret of this process's own (sessions then work on this process only).
     pub session_secret: Option<Vec<u8>>,
-    /// Run the background work (a reindexer per shard, a job worker) in this process.
+    /// Run the background work (a reindexer per shard, a job worker, the change feed's
+    /// purge) in this process.
     pub background: bool,
     pub reindex: ReindexOptions,
     pub jobs: WorkerOptions,
+    /// Pause between the change feed's tombstone purges of one shard.
+    pub feed_purge_every: Duration,
 }
 
 impl Default for ServeOptions {
@@ -104,6 +108,7 @@ impl Default for ServeOptions {
             background: true,
             reindex: ReindexOptions::default(),
             jobs: WorkerOptions::default(),
+            feed_purge_every: Duration::from_secs(600),
         }
     }
 }
@@ -118,7 +123,7 @@ pub struct Application {
     background: Background,
     replica_check_interval: Duration,
     liveness_interval: Duration,
-    run_background: Option<(ReindexOptions, WorkerOptions)>,
+    run_background: Option<(ReindexOptions, WorkerOptions, PurgeOptions)>,
 }
 
 /// What the tasks beside the requests work on.
@@ -257,9 +262,14 @@ impl Application {
             state,
             replica_check_interval: options.replica_check_interval,
             liveness_interval: options.liveness_interval,
-            run_background: options
-                .background
-                .then_some((options.reindex, options.jobs)),
+            run_background: options.background.then_some((
+                options.reindex,
+                options.jobs,
+                PurgeOptions {
+                    every: options.feed_purge_every,
+                    ..PurgeOptions::new(settings.changes.tombstone_retention)
+                },
+            )),
         })
     }
 
@@ -317,7 +327,8 @@ impl Application {
                 topology.connect_timeout,
             ));
         }
-        if let Some((reindex, jobs)) = self.run_background {
+        if let Some((reindex, jobs, purge)) = self.run_background {
+            tasks.extend(changes::purge::spawn_all(b.shards.set(), purge));
             tasks.extend(reindexer::spawn_all(
                 b.shards.set(),
                 Arc::clone(&b.index),

@@ -18,6 +18,7 @@ use utoipa_axum::router::OpenApiRouter;
 use crate::admin::{self, AdminState};
 use crate::bookmarks;
 use crate::bookmarks::stats::StatsCache;
+use crate::changes;
 use crate::collections;
 use crate::fairness::{Admission, Fairness};
 use crate::members;
@@ -113,6 +114,7 @@ fn every_route(
         .merge(tenant(
             bookmarks::router()
                 .merge(collections::routes())
+                .merge(changes::routes())
                 .merge(members::routes()),
         ))
         .merge(bookmarks::stats::routes())
@@ -148,6 +150,11 @@ pub fn api_document() -> OpenApi {
                 "A tenant's collections (nested folders of bookmarks), on its shard.",
             ),
             (
+                changes::api::TAG,
+                "A tenant's change feed: every create, update and delete of its bookmarks and \
+                 collections since a cursor, in an order that skips none.",
+            ),
+            (
                 members::TAG,
                 "A tenant's members and their API keys, on the control database; changes need \
                  the `admin` role.",
@@ -172,7 +179,7 @@ pub fn api_document() -> OpenApi {
         .collect(),
     );
     let access = |tag: &str| match tag {
-        bookmarks::api::TAG | collections::TAG | members::TAG => Access::Tenant,
+        bookmarks::api::TAG | collections::TAG | changes::api::TAG | members::TAG => Access::Tenant,
         admin::TAG => Access::Admin,
         _ => Access::Open,
     };
@@ -180,6 +187,7 @@ pub fn api_document() -> OpenApi {
         web::error::CODES,
         bookmarks::CODES,
         collections::CODES,
+        changes::CODES,
         members::CODES,
         admin::CODES,
         crate::fairness::CODES,
@@ -191,7 +199,7 @@ pub fn api_document() -> OpenApi {
 
 const API_DESCRIPTION: &str = "A multi-tenant bookmarks service whose tenants' data is \
     routed across several Postgres shards. A tenant's operations (the `bookmarks`, \
-    `collections` and `members` tags) take the API key of one of the tenant's members as a \
+    `collections`, `changes` and `members` tags) take the API key of one of the tenant's members as a \
     Bearer token and act with that member's role: a viewer only reads, an editor also \
     writes bookmarks and collections, an admin also manages members and keys. The admin API (`admin` tag) is mounted only when the \
     server has an `ADMIN_TOKEN`, and takes it as a Bearer token or as the password of HTTP \

@@ -10,6 +10,7 @@ mod support;
 mod admin;
 mod auth;
 mod batch;
+mod changes;
 mod collections;
 mod cutover;
 mod directory;

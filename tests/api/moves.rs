@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use crate::changes::{Follower, exported};
 use crate::support::*;
 use serde_json::{Value, json};
 
@@ -344,9 +345,10 @@ async fn run_moves_a_tenant_with_its_ids_timestamps_and_tags_and_leaves_nothing_
         &["--confirm", "--grace", "0s"],
     ));
     assert_eq!(done["state"], "done", "{done}");
-    assert_eq!(done["rows_copied"], 12);
-    assert_eq!(done["rows_verified"], 12);
-    assert_eq!(done["rows_deleted"], 12);
+    // Twelve bookmarks and their twelve change feed entries.
+    assert_eq!(done["rows_copied"], 24);
+    assert_eq!(done["rows_verified"], 24);
+    assert_eq!(done["rows_deleted"], 24);
     assert!(done["fence_ms"].as_i64().is_some(), "{done}");
 
     assert_eq!(
@@ -403,7 +405,8 @@ async fn a_delete_in_small_batches_walks_across_tenants_and_leaves_nothing_behin
     assert_eq!(done["state"], "done", "{done}");
     assert_eq!(
         done["rows_deleted"],
-        1203 + 3 * seeded_collections(400),
+        // Each bookmark and collection, and its entry in the change feed.
+        2 * (1203 + 3 * seeded_collections(400)),
         "{done}"
     );
     for (i, t) in tenants.iter().enumerate() {
@@ -847,6 +850,29 @@ pub(crate) async fn reader(
     (n, failures)
 }
 
+/// Follows `tenant`'s change feed from the start until `stop`, a page at a time from each
+/// server in turn; returns the follower and the answers that were not pages.
+pub(crate) async fn follow_feed(
+    apps: Arc<Vec<TestApp>>,
+    tenant: String,
+    stop: Arc<AtomicBool>,
+) -> (Follower, Vec<String>) {
+    let (mut follower, mut failures) = (Follower::default(), Vec::new());
+    while !stop.load(Ordering::Relaxed) {
+        let app = &apps[follower.pages % apps.len()];
+        match follower.step(app, &tenant, 1000).await {
+            Ok(true) => {}
+            // Caught up: a client would poll, not spin.
+            Ok(false) => tokio::time::sleep(Duration::from_millis(20)).await,
+            Err(e) => {
+                failures.push(e);
+                follower.pages += 1;
+            }
+        }
+    }
+    (follower, failures)
+}
+
 /// How many [`writer`]s (one per tenant of `tenants` and `who`) have a create of theirs on
 /// `shard` stamped after `since` (an RFC 3339 instant, or `-infinity`; the apps run in
 /// this process, so they stamp rows with its clock).
@@ -938,6 +964,9 @@ async fn online_move(wait: bool) -> (usize, u64) {
         .into_iter()
         .map(|t| tokio::spawn(reader(apps.clone(), t, stop.clone())))
         .collect();
+    // A client of the change feed follows the moving tenant from the start, page by page,
+    // through both servers, across the move.
+    let feed = tokio::spawn(follow_feed(apps.clone(), moving.clone(), stop.clone()));
     // The load is under way before the move: every writer's creates land on the source.
     let under_way = eventually(Duration::from_secs(30), || async {
         let tenants = [moving.as_str(), co_tenant.as_str()];
@@ -1004,6 +1033,7 @@ async fn online_move(wait: bool) -> (usize, u64) {
     for r in readers {
         reads.push(r.await.unwrap());
     }
+    let (mut follower, feed_failures) = feed.await.unwrap();
     let stderr = String::from_utf8_lossy(&moved.stderr);
     assert!(moved.status.success(), "move failed: {stderr}");
     eprintln!("{stderr}");
@@ -1060,6 +1090,21 @@ async fn online_move(wait: bool) -> (usize, u64) {
         co.unexpected.is_empty() && co.refused == 0,
         "co-tenant: {:?}",
         co.unexpected
+    );
+    // The feed's follower, caught up once the writers stopped, holds exactly what the
+    // tenant holds, having read every page without an error.
+    assert!(feed_failures.is_empty(), "feed: {feed_failures:?}");
+    let pages_during_load = follower.pages;
+    follower.catch_up(&apps[1], &moving, 1000).await;
+    assert_eq!(
+        follower.items,
+        exported(&apps[0], &moving).await,
+        "the feed replays to the tenant's state"
+    );
+    assert!(pages_during_load > 20, "{pages_during_load} pages read");
+    eprintln!(
+        "feed: {} changes in {} pages",
+        follower.changes, follower.pages
     );
     for (n, failures) in &reads {
         assert!(
@@ -1342,8 +1387,8 @@ async fn a_slot_moves_all_its_tenants_with_rows_and_only_then_suggests_the_slot_
     assert!(out.status.success(), "{err}");
     assert_eq!(
         last_json(&out)["rows_copied"],
-        50 + seeded_collections(30) + seeded_collections(20),
-        "bookmarks and collections"
+        2 * (50 + seeded_collections(30) + seeded_collections(20)),
+        "bookmarks and collections, each with its change feed entry"
     );
     assert!(
         err.contains(&format!("move slot {slot} in autumn.toml")),

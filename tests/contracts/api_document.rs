@@ -173,6 +173,25 @@ fn the_documents_limits_are_the_ones_validation_enforces() {
             "{flag}: what blank_or_bool takes"
         );
     }
+    let feed = &doc["paths"]["/api/changes"]["get"]["parameters"];
+    let feed_param = |name: &str| {
+        feed.as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["name"] == name)
+            .unwrap_or_else(|| panic!("parameter {name}"))["schema"]
+            .clone()
+    };
+    assert_eq!(
+        feed_param("limit")["maximum"],
+        bookmarks_sharded::changes::api::MAX_PAGE
+    );
+    assert_eq!(feed_param("limit")["minimum"], 1);
+    assert_eq!(
+        feed_param("since")["pattern"],
+        "^([0-9]{1,18})?$",
+        "what Since::parse takes"
+    );
     let tenant = param("X-Tenant-Id");
     assert_eq!(
         tenant["maxLength"],

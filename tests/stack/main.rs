@@ -848,8 +848,8 @@ async fn the_compose_stack_serves_through_nginx_survives_outages_and_tears_down_
     let q = "select count(*) from bookmarks where tenant_id = 'initech'";
     assert_eq!(
         stack.psql("postgres-shard-0", q),
-        "3",
-        "initech's rows moved"
+        "4",
+        "initech's rows moved, and its write after the move landed beside them"
     );
     assert_eq!(
         stack.psql("postgres-shard-1", q),
@@ -866,6 +866,22 @@ async fn the_compose_stack_serves_through_nginx_survives_outages_and_tears_down_
     );
     let left = "select count(*) from collections where tenant_id = 'initech'";
     assert_eq!(stack.psql("postgres-shard-1", left), "0");
+    // Its change feed moved too: a cursor read on shard1 went on on shard0 with exactly the
+    // bookmark written after the move.
+    let after = said
+        .lines()
+        .find(|l| l.starts_with("{\"shard\":\"shard0\",\"changes\":"))
+        .unwrap_or_else(|| panic!("the walkthrough read initech's feed after the move: {said}"));
+    assert_eq!(
+        after.matches("\"kind\":").count(),
+        1,
+        "one change since the cursor: {after}"
+    );
+    assert!(
+        after.contains("https://example.com/tps/after-the-move")
+            && after.contains("\"more\":false"),
+        "{after}"
+    );
 
     // The directory: a pin made through one replica's CLI reroutes both replicas at once,
     // and the tenant's first write lands on the pinned shard.
