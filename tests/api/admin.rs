@@ -300,10 +300,11 @@ async fn a_tenant_lookup_counts_rows_on_every_shard_and_flags_strays() {
     assert_eq!(report["strays"], true);
     let rows = report["rows"].as_array().unwrap();
     let on = |s: &str| rows.iter().find(|r| r["shard"] == s).unwrap().clone();
-    assert_eq!(on(&home)["rows"], 1);
+    // Each bookmark counts with its change feed entry.
+    assert_eq!(on(&home)["rows"], 2);
     assert_eq!(on(&home)["serves"], true);
     assert_eq!(on(&home)["stray"], false);
-    assert_eq!(on(away)["rows"], 1);
+    assert_eq!(on(away)["rows"], 2);
     assert_eq!(on(away)["stray"], true);
     assert_eq!(report["moves"][0]["state"], "copying");
     let moves = admin_json(&app, "/admin/api/moves").await;

@@ -234,8 +234,9 @@ async fn a_row_changed_during_the_copy_and_tampered_with_inside_the_fence_aborts
     let (code, record, stderr) = paused.finish();
     assert_eq!(code, Some(1), "{stderr}");
     assert!(
-        stderr.contains("verified 40 row(s) ahead of the fence")
-            && stderr.contains("1 row(s) with changes still being copied are compared inside it")
+        // 40 rows and the touched one, each with its change feed entry.
+        stderr.contains("verified 80 row(s) ahead of the fence")
+            && stderr.contains("2 row(s) with changes still being copied are compared inside it")
             && stderr.contains("changed during the copy differ")
             && stderr.contains(&format!("{id} of {t} (different on the destination)")),
         "{stderr}"

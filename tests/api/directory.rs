@@ -383,7 +383,8 @@ async fn pin_refuses_to_strand_a_tenants_rows_unless_forced_and_unpin_follows_th
     let why = stderr(&out);
     assert!(
         why.contains("refusing to pin")
-            && why.contains(&format!("1 row(s) on {home}"))
+            // The bookmark and its change feed entry.
+            && why.contains(&format!("2 row(s) on {home}"))
             && why.contains("move_slot run"),
         "{why}"
     );
