@@ -269,6 +269,23 @@ async fn browse_the_admin_page_and_the_tenant_ui(stack: &Stack) -> Browser {
     let listed = b.text("ul").await;
     assert!(listed.contains("Added in a real browser"), "{listed}");
     b.screenshot("tenant-ui").await;
+    // The export link downloads with the browser's session (fetched here, since a real
+    // download would leave the page).
+    let exported = b
+        .client
+        .execute(
+            "return fetch(document.querySelector('#export-netscape').href)\
+             .then(async r => r.status + ' ' + r.headers.get('content-disposition') + '\\n' + await r.text())",
+            vec![],
+        )
+        .await
+        .unwrap();
+    let exported = exported.as_str().unwrap_or_default().to_owned();
+    assert!(
+        exported.starts_with("200 attachment")
+            && exported.contains("https://browser.example/added"),
+        "the export link gives the signed-in tenant's bookmark file: {exported}"
+    );
 
     // The page says who is signed in, and a viewer sees no write controls (the server
     // refuses a viewer's writes anyway).
