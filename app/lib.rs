@@ -41,6 +41,7 @@ pub mod collections;
 pub mod configuration;
 pub mod content;
 pub mod fairness;
+pub mod imports;
 pub mod jobs;
 pub mod members;
 pub mod migrate;

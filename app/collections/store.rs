@@ -235,6 +235,34 @@ pub async fn create(
     .await
 }
 
+/// The collection at `names` (top-level name first), each level found by name (ignoring
+/// case) or created: an importer's folders. Where the tenant's limits stop it (too many
+/// collections, too deep) it answers the deepest level it reached, so that what cannot be
+/// filed where it was is filed as near as the limits allow.
+pub async fn ensure_path(
+    conn: &mut AsyncPgConnection,
+    tenant: &TenantId,
+    names: &[String],
+) -> Result<Option<Uuid>, DbError> {
+    let mut parent = None;
+    for raw in names {
+        let Ok(name) = CollectionName::parse(raw) else {
+            break;
+        };
+        if let Some(id) = sibling_named(conn, tenant.as_str(), parent, name.as_str()).await? {
+            parent = Some(id);
+            continue;
+        }
+        parent = match create(conn, tenant, &name, parent).await {
+            Ok(made) => Some(made.id),
+            Err(CollectionError::DuplicateName { existing }) => Some(existing),
+            Err(CollectionError::Db(e)) => return Err(e),
+            Err(_) => break,
+        };
+    }
+    Ok(parent)
+}
+
 /// Renames a collection, moves it (with its subtree) under `parent` (`Some(None)`: to the
 /// top level), or both.
 pub async fn update(

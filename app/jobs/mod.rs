@@ -9,6 +9,10 @@ pub mod worker;
 
 use serde_json::{Value, json};
 
+use uuid::Uuid;
+
+use crate::imports::{self, IMPORT_JOB};
+use crate::pg::pool::PgPool;
 use crate::search;
 use crate::sharding::access::{ShardError, Shards};
 use crate::sharding::session::{Primary, SessionError};
@@ -26,7 +30,9 @@ pub enum JobParseError {
     MissingField { kind: String, field: &'static str },
     #[error("{kind} job: tenant: {source}")]
     Tenant { kind: String, source: TenantIdError },
-    #[error("unknown job kind {0:?} (known: {REINDEX_TENANT}, {REINDEX_SHARD})")]
+    #[error("{kind} job: {field} is not a UUID")]
+    NotAUuid { kind: String, field: &'static str },
+    #[error("unknown job kind {0:?} (known: {REINDEX_TENANT}, {REINDEX_SHARD}, {IMPORT_JOB})")]
     UnknownKind(String),
 }
 
@@ -42,6 +48,8 @@ pub enum JobError {
         shard: String,
         source: diesel::result::Error,
     },
+    #[error(transparent)]
+    Import(#[from] imports::job::RunError),
 }
 
 /// A job as the code knows it: parsed from (and written as) a kind and a JSON payload.
@@ -51,6 +59,18 @@ pub enum Job {
     ReindexTenant { tenant: TenantId },
     /// Rebuild every tenant's on one shard.
     ReindexShard { shard: String },
+    /// Apply an import's chunks to its tenant's shard (enqueued by the import itself, with
+    /// the import's row: see `imports::store::create`).
+    Import { tenant: TenantId, import: Uuid },
+}
+
+/// What a job may use while it runs.
+#[derive(Clone, Copy)]
+pub struct JobContext<'a> {
+    pub shards: &'a Shards,
+    pub control: &'a PgPool,
+    /// An import's pause after each chunk, as a multiple of the chunk's time.
+    pub import_rest: f64,
 }
 
 impl Job {
@@ -58,6 +78,7 @@ impl Job {
         match self {
             Job::ReindexTenant { .. } => REINDEX_TENANT,
             Job::ReindexShard { .. } => REINDEX_SHARD,
+            Job::Import { .. } => IMPORT_JOB,
         }
     }
 
@@ -65,6 +86,7 @@ impl Job {
         match self {
             Job::ReindexTenant { tenant } => json!({ "tenant": tenant }),
             Job::ReindexShard { shard } => json!({ "shard": shard }),
+            Job::Import { tenant, import } => json!({ "tenant": tenant, "import": import }),
         }
     }
 
@@ -78,15 +100,21 @@ impl Job {
                     field: name,
                 })
         };
+        let tenant = || {
+            TenantId::parse(field("tenant")?).map_err(|source| JobParseError::Tenant {
+                kind: kind.to_owned(),
+                source,
+            })
+        };
         match kind {
-            REINDEX_TENANT => {
-                let tenant =
-                    TenantId::parse(field("tenant")?).map_err(|source| JobParseError::Tenant {
-                        kind: kind.to_owned(),
-                        source,
-                    })?;
-                Ok(Job::ReindexTenant { tenant })
-            }
+            REINDEX_TENANT => Ok(Job::ReindexTenant { tenant: tenant()? }),
+            IMPORT_JOB => Ok(Job::Import {
+                tenant: tenant()?,
+                import: Uuid::parse_str(field("import")?).map_err(|_| JobParseError::NotAUuid {
+                    kind: kind.to_owned(),
+                    field: "import",
+                })?,
+            }),
             REINDEX_SHARD => Ok(Job::ReindexShard {
                 shard: field("shard")?.to_owned(),
             }),
@@ -95,7 +123,8 @@ impl Job {
     }
 
     /// Runs the job; the result is kept on the job row.
-    pub async fn run(&self, shards: &Shards) -> Result<Value, JobError> {
+    pub async fn run(&self, cx: JobContext<'_>) -> Result<Value, JobError> {
+        let shards = cx.shards;
         match self {
             Job::ReindexTenant { tenant } => {
                 // A tenant session, as requests use: the job waits out a move's fence and
@@ -130,6 +159,20 @@ impl Job {
                 }
                 Ok(json!({ "shard": shard, "tenants": tenants.len(), "documents": documents }))
             }
+            Job::Import { tenant, import } => {
+                Ok(imports::job::run(tenant, *import, shards, cx.control, cx.import_rest).await?)
+            }
+        }
+    }
+
+    /// What is left to do once the job has failed for good: an import is marked failed,
+    /// which lets its tenant start another.
+    pub async fn buried(&self, control: &PgPool, error: &str) {
+        if let Job::Import { import, .. } = self
+            && let Ok(mut conn) = control.get().await
+            && let Err(e) = imports::store::note_failure(&mut conn, *import, error, true).await
+        {
+            tracing::warn!(error = %e, %import, "a failed import could not be marked failed");
         }
     }
 }

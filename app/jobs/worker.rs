@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use tracing::Instrument;
 
-use super::{Job, JobError, queue};
+use super::{Job, JobContext, JobError, queue};
 use crate::pg::listener::Invalidated;
 use crate::pg::pool::{CheckoutError, PgPool};
 use crate::sharding::access::Shards;
@@ -26,6 +26,9 @@ pub struct WorkerOptions {
     /// The first retry waits this long; each further one twice as long, up to `max_backoff`.
     pub backoff: Duration,
     pub max_backoff: Duration,
+    /// An import's pause after each chunk, as a multiple of the chunk's time (1.0: the
+    /// import holds its shard at most half the time).
+    pub import_rest: f64,
 }
 
 impl Default for WorkerOptions {
@@ -35,6 +38,7 @@ impl Default for WorkerOptions {
             lease: Duration::from_secs(30),
             backoff: Duration::from_secs(1),
             max_backoff: Duration::from_secs(300),
+            import_rest: 1.0,
         }
     }
 }
@@ -173,9 +177,17 @@ async fn finish(
     options: &WorkerOptions,
     row: queue::JobRow,
 ) -> Result<(), QueueError> {
-    let outcome = match Job::parse(&row.kind, &row.payload) {
-        Ok(job) => with_heartbeat(control, row.id, worker_id, options, job.run(shards)).await,
-        Err(e) => Err(e.into()),
+    let job = Job::parse(&row.kind, &row.payload);
+    let outcome = match &job {
+        Ok(job) => {
+            let cx = JobContext {
+                shards,
+                control,
+                import_rest: options.import_rest,
+            };
+            with_heartbeat(control, row.id, worker_id, options, job.run(cx)).await
+        }
+        Err(e) => Err(e.clone().into()),
     };
     let mut conn = control.get().await?;
     match outcome {
@@ -188,6 +200,11 @@ async fn finish(
             let state =
                 queue::fail(&mut conn, row.id, worker_id, &error.to_string(), backoff).await?;
             tracing::warn!(%error, state = state.as_deref().unwrap_or("lost"), retry_in = ?backoff, "job failed");
+            if state.as_deref() == Some("dead")
+                && let Ok(job) = &job
+            {
+                job.buried(control, &error.to_string()).await;
+            }
         }
     }
     Ok(())

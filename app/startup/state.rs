@@ -21,6 +21,7 @@ use crate::bookmarks::stats::StatsCache;
 use crate::changes;
 use crate::collections;
 use crate::fairness::{Admission, Fairness};
+use crate::imports;
 use crate::members;
 use crate::pg::control::ControlLookups;
 use crate::sharding::access::Shards;
@@ -115,6 +116,7 @@ fn every_route(
             bookmarks::router()
                 .merge(collections::routes())
                 .merge(changes::routes())
+                .merge(imports::routes())
                 .merge(members::routes()),
         ))
         .merge(bookmarks::stats::routes())
@@ -155,6 +157,11 @@ pub fn api_document() -> OpenApi {
                  collections since a cursor, in an order that skips none.",
             ),
             (
+                imports::TAG,
+                "Bookmark files imported into a tenant: read and checked when posted, then \
+                 applied by a background job in chunks.",
+            ),
+            (
                 members::TAG,
                 "A tenant's members and their API keys, on the control database; changes need \
                  the `admin` role.",
@@ -179,7 +186,11 @@ pub fn api_document() -> OpenApi {
         .collect(),
     );
     let access = |tag: &str| match tag {
-        bookmarks::api::TAG | collections::TAG | changes::api::TAG | members::TAG => Access::Tenant,
+        bookmarks::api::TAG
+        | collections::TAG
+        | changes::api::TAG
+        | imports::TAG
+        | members::TAG => Access::Tenant,
         admin::TAG => Access::Admin,
         _ => Access::Open,
     };
@@ -188,6 +199,7 @@ pub fn api_document() -> OpenApi {
         bookmarks::CODES,
         collections::CODES,
         changes::CODES,
+        imports::CODES,
         members::CODES,
         admin::CODES,
         crate::fairness::CODES,

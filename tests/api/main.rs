@@ -17,6 +17,7 @@ mod directory;
 mod drained;
 mod export;
 mod fairness;
+mod imports;
 mod leaving;
 mod load_generator;
 mod members;

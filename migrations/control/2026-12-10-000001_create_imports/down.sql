@@ -1,0 +1,2 @@
+DROP TABLE tenant_import_chunks;
+DROP TABLE tenant_imports;
