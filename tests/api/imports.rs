@@ -18,7 +18,7 @@ use bookmarks_sharded::tenancy::TenantId;
 
 const REAL_SHAPED: &[u8] = include_bytes!("../fixtures/netscape-real-shaped.html");
 
-async fn post_import(
+pub(crate) async fn post_import(
     app: &TestApp,
     tenant: &str,
     content_type: &str,
@@ -38,7 +38,7 @@ async fn post_import(
 }
 
 /// The import once it has finished (done or failed).
-async fn finished(app: &TestApp, tenant: &str, id: &str) -> Value {
+pub(crate) async fn finished(app: &TestApp, tenant: &str, id: &str) -> Value {
     let path = format!("/api/imports/{id}");
     let over = eventually(Duration::from_secs(60), || async {
         let now = app.get_json(&path, tenant).await;
@@ -462,5 +462,91 @@ async fn a_chunk_applied_again_after_its_commit_writes_nothing_twice_and_counts_
     assert_eq!(sql(port, &db, &q).await[0][0].as_deref(), Some("6"));
     let q = format!("SELECT count(*) FROM collections WHERE tenant_id = '{t}'");
     assert_eq!(sql(port, &db, &q).await[0][0].as_deref(), Some("5"));
+    app.stop().await;
+}
+
+/// A Netscape file of `n` bookmarks in ten folders.
+pub(crate) fn netscape_file(n: usize) -> Vec<u8> {
+    let mut file = String::from("<!DOCTYPE NETSCAPE-Bookmark-file-1>\n<DL><p>\n");
+    for folder in 0..10 {
+        file.push_str(&format!("<DT><H3>Folder {folder}</H3>\n<DL><p>\n"));
+        for i in (folder..n).step_by(10) {
+            file.push_str(&format!(
+                "<DT><A HREF=\"https://whale.example/{i}\" ADD_DATE=\"{}\" TAGS=\"t{}\">Bookmark {i}</A>\n",
+                1_600_000_000 + i,
+                i % 7
+            ));
+        }
+        file.push_str("</DL><p>\n");
+    }
+    file.push_str("</DL><p>\n");
+    file.into_bytes()
+}
+
+#[tokio::test]
+async fn a_worker_killed_mid_import_leaves_every_row_exactly_once_once_another_takes_over() {
+    let l = layout("").await;
+    let mut options = test_options("import-kill");
+    // This process only takes the file; the workers are processes of their own.
+    options.background = false;
+    let app = TestApp::spawn_with(l.settings(), options).await;
+    let t = unique("import-kill");
+    let n = 20_000;
+    let (status, started) = post_import(&app, &t, "text/html", "", netscape_file(n)).await;
+    assert_eq!(status, 202, "{started}");
+    assert_eq!(started["progress"]["chunks"], 20);
+    let id = started["id"].as_str().unwrap().to_owned();
+    let path = format!("/api/imports/{id}");
+    let config = std::env::temp_dir().join(format!("{}.toml", unique("import-kill")));
+    std::fs::write(&config, l.toml()).unwrap();
+
+    let mut first = start_process(&config, "import-worker-a", &["worker"]);
+    let underway = eventually(Duration::from_secs(60), || async {
+        app.get_json(&path, &t).await["progress"]["chunks_done"].as_i64() >= Some(2)
+    })
+    .await;
+    assert!(underway, "the first worker applied chunks");
+    first.0.kill().unwrap(); // SIGKILL: no chance to finish its chunk or let go of its job
+    first.0.wait().unwrap();
+    let at_kill = app.get_json(&path, &t).await;
+    assert_eq!(at_kill["state"], "running", "killed mid-import: {at_kill}");
+
+    // Its job's lease runs out (made to, rather than waited for: it is 30 s), and a second
+    // worker takes the job over from the first chunk not recorded.
+    let (port, db) = &l.control;
+    sql(
+        *port,
+        db,
+        &format!(
+            "UPDATE autumn_jobs SET locked_until = now() \
+             WHERE kind = 'import' AND payload->>'import' = '{id}'"
+        ),
+    )
+    .await;
+    let _second = start_process(&config, "import-worker-b", &["worker"]);
+    let done = finished(&app, &t, &id).await;
+    assert_eq!(done["state"], "done", "{done}");
+    assert_eq!(
+        done["counts"],
+        json!({"parsed": n, "created": n, "updated": 0, "skipped": 0, "refused": 0}),
+        "{done}"
+    );
+    let shard = hash_shard(&l.settings(), &t);
+    let (port, db) = port_of(&l, &shard);
+    let q = format!("SELECT count(*), count(DISTINCT url) FROM bookmarks WHERE tenant_id = '{t}'");
+    let row = sql(port, &db, &q).await.remove(0);
+    assert_eq!(
+        row,
+        [Some(n.to_string()), Some(n.to_string())],
+        "every row exactly once"
+    );
+    let attempts = sql(
+        l.control.0,
+        &l.control.1,
+        &format!("SELECT attempts FROM autumn_jobs WHERE payload->>'import' = '{id}'"),
+    )
+    .await;
+    assert_eq!(attempts[0][0].as_deref(), Some("2"), "taken over once");
+    let _ = std::fs::remove_file(&config);
     app.stop().await;
 }

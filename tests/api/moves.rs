@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::changes::{Follower, exported};
+use crate::imports::{finished, netscape_file, post_import};
 use crate::support::*;
 use serde_json::{Value, json};
 
@@ -967,6 +968,12 @@ async fn online_move(wait: bool) -> (usize, u64) {
     // A client of the change feed follows the moving tenant from the start, page by page,
     // through both servers, across the move.
     let feed = tokio::spawn(follow_feed(apps.clone(), moving.clone(), stop.clone()));
+    // And the tenant imports a bookmark file, whose chunks the two servers' workers apply.
+    let imported = 10_000;
+    let (status, import) =
+        post_import(&apps[0], &moving, "text/html", "", netscape_file(imported)).await;
+    assert_eq!(status, 202, "{import}");
+    let import = format!("/api/imports/{}", import["id"].as_str().unwrap());
     // The load is under way before the move: every writer's creates land on the source.
     let under_way = eventually(Duration::from_secs(30), || async {
         let tenants = [moving.as_str(), co_tenant.as_str()];
@@ -984,6 +991,11 @@ async fn online_move(wait: bool) -> (usize, u64) {
     );
     let args: Vec<String> = tool_args.iter().map(|s| s.to_string()).collect();
     let config = tool.config.path().to_owned();
+    let before_move = apps[0].get_json(&import, &moving).await;
+    assert_eq!(
+        before_move["state"], "running",
+        "the import is under way: {before_move}"
+    );
     let moved = tokio::task::spawn_blocking(move || {
         Command::new(env!("CARGO_BIN_EXE_move_slot"))
             .arg("--config")
@@ -1075,6 +1087,24 @@ async fn online_move(wait: bool) -> (usize, u64) {
         "the tree writer's collections arrived"
     );
     assert_eq!(dest_written, expected, "acknowledged writes, exactly");
+    // The import, begun on the source, finished on the destination with every entry once.
+    let import_id = import.rsplit('/').next().unwrap();
+    let import = finished(&apps[1], &moving, import_id).await;
+    assert_eq!(import["counts"]["created"], imported, "{import}");
+    let (port, db) = port_of(&layout, &away);
+    let q = format!(
+        "SELECT count(*), count(DISTINCT url) FROM bookmarks \
+         WHERE tenant_id = '{moving}' AND url LIKE 'https://whale.example/%'"
+    );
+    let row = sql(port, &db, &q).await.remove(0);
+    assert_eq!(
+        row,
+        [Some(imported.to_string()), Some(imported.to_string())]
+    );
+    eprintln!(
+        "import: {} of {} chunks applied before the move began",
+        before_move["progress"]["chunks_done"], before_move["progress"]["chunks"]
+    );
     assert!(
         acknowledged > 20,
         "the writers made progress ({acknowledged})"

@@ -3,7 +3,6 @@
 //! outage) and the job queue on the control database (runs each job once, backs off,
 //! buries, deduplicates, follows a re-pinned tenant).
 
-use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::support::*;
@@ -116,29 +115,6 @@ async fn rows_not_yet_indexed_are_found_and_marked_as_waiting() {
     assert!(html.contains("waiting for the search index"));
     assert_eq!(pending_on(&layout, "shard0").await, 1);
     app.stop().await;
-}
-
-/// A `bookmarks` process (serve or worker) killed when dropped.
-struct Process(Child);
-
-impl Drop for Process {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn start_process(config: &std::path::Path, instance: &str, command: &[&str]) -> Process {
-    let child = bookmarks_command(config)
-        .args(command)
-        .env("INSTANCE_NAME", instance)
-        .env("BIND", "127.0.0.1:0")
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    Process(child)
 }
 
 /// The instances holding the reindexer lock on a shard database, from `pg_locks`.

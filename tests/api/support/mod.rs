@@ -667,6 +667,29 @@ pub fn bookmarks_command(config: &std::path::Path) -> std::process::Command {
     cmd
 }
 
+/// A `bookmarks` process (serve or worker) killed when dropped.
+pub struct Process(pub std::process::Child);
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+pub fn start_process(config: &std::path::Path, instance: &str, command: &[&str]) -> Process {
+    let child = bookmarks_command(config)
+        .args(command)
+        .env("INSTANCE_NAME", instance)
+        .env("BIND", "127.0.0.1:0")
+        .env("RUST_LOG", "warn")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    Process(child)
+}
+
 /// Runs the `bookmarks` binary with `layout`'s topology as its config file.
 pub fn bookmarks_cli(layout: &Layout, args: &[&str]) -> std::process::Output {
     let config = std::env::temp_dir().join(format!("{}.toml", unique("cli")));
