@@ -156,7 +156,7 @@ struct SignInForm {
 }
 
 /// Who signed in to a page; a browser that is not signed in is sent to sign in.
-struct SignedIn(Authenticated);
+pub(crate) struct SignedIn(pub(crate) Authenticated);
 
 impl<S: Send + Sync> FromRequestParts<S> for SignedIn {
     type Rejection = Response;
@@ -173,7 +173,7 @@ impl<S: Send + Sync> FromRequestParts<S> for SignedIn {
 }
 
 /// A signed-in member who may write: the forms' pages refuse a viewer as the writes would.
-struct Writer(Authenticated);
+pub(crate) struct Writer(pub(crate) Authenticated);
 
 impl<S: Send + Sync> FromRequestParts<S> for Writer {
     type Rejection = Response;

@@ -173,7 +173,7 @@ impl<S: Send + Sync> FromRequestParts<S> for ImportId {
     }
 }
 
-fn control_down(cause: LookupError) -> ApiError {
+pub(super) fn control_down(cause: LookupError) -> ApiError {
     tracing::warn!(%cause, "imports: the control database did not answer");
     ApiError::ControlUnavailable
 }
@@ -201,6 +201,58 @@ impl utoipa::PartialSchema for BookmarkFile {
 }
 
 impl ToSchema for BookmarkFile {}
+
+fn too_large() -> ApiError {
+    ApiError::PayloadTooLarge {
+        limit: IMPORT_BODY_LIMIT_BYTES,
+    }
+}
+
+/// Reads `bytes` as a `format` file and stores the import with its job: what both the API
+/// and the HTML form do with a file.
+pub(super) async fn begin(
+    control: &ControlLookups,
+    who: &Authenticated,
+    format: Format,
+    on_duplicate: OnDuplicate,
+    bytes: axum::body::Bytes,
+) -> Result<ImportRow, ApiError> {
+    // Reading 50 MiB takes a while: off the threads that serve requests.
+    let parsed = tokio::task::spawn_blocking(move || match format {
+        Format::Netscape => netscape::parse(&bytes),
+        Format::Json => json_file::parse(&bytes),
+    })
+    .await
+    .map_err(|e| ApiError::Internal(anyhow::anyhow!("reading an import panicked: {e}")))?;
+    let parsed: Parsed = parsed.map_err(|e| match e {
+        FileError::NotABookmarkFile(m) => refused_file("not_a_bookmark_file", m),
+        FileError::TooMany => refused_file("too_many_bookmarks", FileError::TooMany.to_string()),
+    })?;
+    let new = NewImport {
+        tenant: &who.tenant,
+        member: who.member.as_ref().map(|m| m.id),
+        format,
+        on_duplicate,
+        parsed: &parsed,
+    };
+    let stored = control
+        .run(async |c| Ok(store::create(c, &new).await))
+        .await
+        .map_err(control_down)?;
+    match stored {
+        Ok(row) => Ok(row),
+        Err(CreateError::Unfinished(id)) => {
+            let reply = Reply::new(
+                StatusCode::CONFLICT,
+                "import_unfinished",
+                format!("import {id} of this tenant is not finished; try again once it is"),
+            )
+            .detail("id", serde_json::Value::String(id.to_string()));
+            Err(ApiError::Feature(Box::new(reply)))
+        }
+        Err(CreateError::Db(e)) => Err(ApiError::Internal(e.into())),
+    }
+}
 
 /// Which reader a body's `Content-Type` asks for.
 fn format_of(headers: &HeaderMap) -> Result<Format, ApiError> {
@@ -256,55 +308,19 @@ async fn start(
     body: Body,
 ) -> Result<Response, ApiError> {
     who.require(Role::Editor)?;
-    let too_large = ApiError::PayloadTooLarge {
-        limit: IMPORT_BODY_LIMIT_BYTES,
-    };
     let declared = headers
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
     if declared.is_some_and(|n| n > IMPORT_BODY_LIMIT_BYTES as u64) {
-        return Err(too_large);
+        return Err(too_large());
     }
     let format = format_of(&headers)?;
     let bytes = axum::body::to_bytes(body, IMPORT_BODY_LIMIT_BYTES)
         .await
-        .map_err(|_| too_large)?;
-    // Reading 50 MiB takes a while: off the threads that serve requests.
-    let parsed = tokio::task::spawn_blocking(move || match format {
-        Format::Netscape => netscape::parse(&bytes),
-        Format::Json => json_file::parse(&bytes),
-    })
-    .await
-    .map_err(|e| ApiError::Internal(anyhow::anyhow!("reading an import panicked: {e}")))?;
-    let parsed: Parsed = parsed.map_err(|e| match e {
-        FileError::NotABookmarkFile(m) => refused_file("not_a_bookmark_file", m),
-        FileError::TooMany => refused_file("too_many_bookmarks", FileError::TooMany.to_string()),
-    })?;
-    let new = NewImport {
-        tenant: &who.tenant,
-        member: who.member.as_ref().map(|m| m.id),
-        format,
-        on_duplicate: params.on_duplicate.unwrap_or_default(),
-        parsed: &parsed,
-    };
-    let stored = control
-        .run(async |c| Ok(store::create(c, &new).await))
-        .await
-        .map_err(control_down)?;
-    let row = match stored {
-        Ok(row) => row,
-        Err(CreateError::Unfinished(id)) => {
-            let reply = Reply::new(
-                StatusCode::CONFLICT,
-                "import_unfinished",
-                format!("import {id} of this tenant is not finished; try again once it is"),
-            )
-            .detail("id", serde_json::Value::String(id.to_string()));
-            return Err(ApiError::Feature(Box::new(reply)));
-        }
-        Err(CreateError::Db(e)) => return Err(ApiError::Internal(e.into())),
-    };
+        .map_err(|_| too_large())?;
+    let on_duplicate = params.on_duplicate.unwrap_or_default();
+    let row = begin(&control, &who, format, on_duplicate, bytes).await?;
     let location = format!("/api/imports/{}", row.id);
     Ok((
         StatusCode::ACCEPTED,

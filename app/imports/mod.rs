@@ -10,6 +10,21 @@ pub mod job;
 pub mod json_file;
 pub mod netscape;
 pub mod store;
+pub mod ui;
 
-pub use api::{CODES, TAG, routes};
+pub use api::{CODES, TAG};
+
+use axum::extract::FromRef;
+use utoipa_axum::router::OpenApiRouter;
+
+use crate::pg::control::ControlLookups;
+
+/// The API's routes and the HTML UI's pages.
+pub fn routes<S>() -> OpenApiRouter<S>
+where
+    S: Clone + Send + Sync + 'static,
+    ControlLookups: FromRef<S>,
+{
+    api::routes().merge(ui::routes().into())
+}
 pub use store::IMPORT_JOB;

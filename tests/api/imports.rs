@@ -550,3 +550,116 @@ async fn a_worker_killed_mid_import_leaves_every_row_exactly_once_once_another_t
     let _ = std::fs::remove_file(&config);
     app.stop().await;
 }
+
+/// A `multipart/form-data` body as a browser sends the import form: its CSRF token, the
+/// duplicate choice and the file.
+fn import_form(csrf: &str, file_name: &str, file: &[u8]) -> (String, Vec<u8>) {
+    let boundary = "----bookmarks-test-boundary-7f3a";
+    let mut body = Vec::new();
+    for (name, value) in [("csrf", csrf), ("on_duplicate", "skip")] {
+        body.extend_from_slice(
+            format!(
+                "--{boundary}\r\nContent-Disposition: form-data; name=\"{name}\"\r\n\r\n{value}\r\n"
+            )
+            .as_bytes(),
+        );
+    }
+    body.extend_from_slice(
+        format!(
+            "--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"{file_name}\"\r\n\
+             Content-Type: text/html\r\n\r\n"
+        )
+        .as_bytes(),
+    );
+    body.extend_from_slice(file);
+    body.extend_from_slice(format!("\r\n--{boundary}--\r\n").as_bytes());
+    (format!("multipart/form-data; boundary={boundary}"), body)
+}
+
+#[tokio::test]
+async fn the_html_import_form_uploads_a_file_and_its_page_follows_the_import() {
+    use crate::service::{cookie_value, post_form};
+    let l = layout("").await;
+    let app = TestApp::spawn(l.settings(), "import-ui").await;
+    let t = unique("import-ui");
+    let key = app.key(&t).await;
+    let home = app.get("/").send().await.unwrap();
+    let csrf = cookie_value(&home, "csrf").unwrap();
+    let signed_in = post_form(
+        &app,
+        "/signin",
+        &format!("csrf={csrf}"),
+        &[("tenant", &t), ("key", &key), ("csrf", &csrf)],
+    )
+    .await;
+    let session = cookie_value(&signed_in, "session").unwrap();
+    let jar = format!("csrf={csrf}; session={session}");
+    let form = app
+        .get("/imports/new")
+        .header("cookie", &jar)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(form.status(), 200);
+    assert!(
+        form.text()
+            .await
+            .unwrap()
+            .contains("enctype=\"multipart/form-data\"")
+    );
+
+    let send = |token: &str, name: &str, file: &[u8]| {
+        let (content_type, body) = import_form(token, name, file);
+        app.post("/imports")
+            .header("cookie", &jar)
+            .header("content-type", content_type)
+            .body(body)
+            .send()
+    };
+    let forged = send("guess", "bookmarks.html", REAL_SHAPED).await.unwrap();
+    assert_eq!(forged.status(), 403, "the form's CSRF token is checked");
+    let not_a_file = send(&csrf, "notes.html", b"just some words").await.unwrap();
+    assert_eq!(not_a_file.status(), 200);
+    assert!(
+        not_a_file
+            .text()
+            .await
+            .unwrap()
+            .contains("this is not a bookmark file"),
+        "the form says what is wrong with the file"
+    );
+    let sent = send(&csrf, "bookmarks.html", REAL_SHAPED).await.unwrap();
+    assert_eq!(sent.status(), 303);
+    let page = sent.headers()["location"].to_str().unwrap().to_owned();
+    assert!(page.starts_with("/imports/"), "{page}");
+    let (client, jar, page) = (&app, &jar, &page);
+    let shown = || async move {
+        client
+            .get(page)
+            .header("cookie", jar)
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap()
+    };
+    let done = eventually(Duration::from_secs(60), || async {
+        shown()
+            .await
+            .contains("<strong id=\"import-state\">done</strong>")
+    })
+    .await;
+    let html = shown().await;
+    assert!(done, "{html}");
+    assert!(html.contains("<td id=\"import-created\">6</td>"), "{html}");
+    assert!(
+        html.contains("(line 34)"),
+        "refused entries are listed: {html}"
+    );
+    assert!(
+        !html.contains("http-equiv=\"refresh\""),
+        "a finished import's page stays put"
+    );
+    app.stop().await;
+}

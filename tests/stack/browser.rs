@@ -110,6 +110,24 @@ impl Browser {
             .unwrap()
     }
 
+    /// The element's text if it is on the page now (a page that reloads itself may be
+    /// between two loads).
+    pub async fn text_now(&self, css: &str) -> Option<String> {
+        let element = self.client.find(Locator::Css(css)).await.ok()?;
+        element.text().await.ok()
+    }
+
+    /// Chooses `path` in a file input.
+    pub async fn choose_file(&self, css: &str, path: &str) {
+        self.client
+            .find(Locator::Css(css))
+            .await
+            .unwrap_or_else(|e| panic!("{css} on the page: {e}"))
+            .send_keys(path)
+            .await
+            .unwrap();
+    }
+
     pub async fn count(&self, css: &str) -> usize {
         self.client.find_all(Locator::Css(css)).await.unwrap().len()
     }

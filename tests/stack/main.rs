@@ -287,6 +287,35 @@ async fn browse_the_admin_page_and_the_tenant_ui(stack: &Stack) -> Browser {
         "the export link gives the signed-in tenant's bookmark file: {exported}"
     );
 
+    // The import form uploads a bookmark file, and the import's page follows it to its end.
+    b.click("#import-link").await;
+    b.wait_for("#import-form").await;
+    b.choose_file(
+        "#import-file",
+        &format!("{ROOT}/docs/examples/bookmarks.html"),
+    )
+    .await;
+    b.click("#import-form button[type=submit]").await;
+    b.wait_for_url("/imports/0").await;
+    let finished = eventually(Duration::from_secs(60), || async {
+        b.text_now("#import-state").await.as_deref() == Some("done")
+    })
+    .await;
+    assert!(finished, "the import's page showed it done");
+    let (created, refused) = (
+        b.text("#import-created").await,
+        b.text("#import-refused").await,
+    );
+    assert_eq!((created.as_str(), refused.as_str()), ("4", "1"));
+    b.screenshot("import-done").await;
+    b.client.goto(&base).await.unwrap();
+    b.wait_for("form.filters").await;
+    let listed = b.text("ul").await;
+    assert!(
+        listed.contains("Consistency Models"),
+        "imported and listed: {listed}"
+    );
+
     // The page says who is signed in, and a viewer sees no write controls (the server
     // refuses a viewer's writes anyway).
     let who = b.text("#signed-in-as").await;
@@ -822,6 +851,19 @@ async fn the_compose_stack_serves_through_nginx_survives_outages_and_tears_down_
         "the walkthrough's editor filed a bookmark in a nested collection, the viewer found it \
          through the parent and could not make a collection, a collection with contents was \
          kept, a tag was renamed, and a batch was applied and another refused whole: {said}"
+    );
+    assert!(
+        said.contains("\"state\":\"done\"")
+            && said.contains(
+                "\"counts\":{\"parsed\":5,\"created\":4,\"updated\":0,\"skipped\":0,\"refused\":1}"
+            )
+            && said.contains("\"reason\":\"url must be an http:// or https:// address\"")
+            && said.contains("\"name\":\"Distributed systems\"")
+            && said.contains("<DT><H3 ")
+            && said.contains(">Bookmarks Toolbar</H3>")
+            && said.contains("\"changes\":["),
+        "the walkthrough imported the shipped bookmark file (its folders became collections, \
+         its bookmarklet was refused), exported it and read the change feed: {said}"
     );
     assert!(
         said.contains("spare key: 200") && said.contains("\"invalid_api_key\""),
