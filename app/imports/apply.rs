@@ -67,6 +67,12 @@ struct Existing {
     url: String,
 }
 
+#[derive(QueryableByName)]
+struct Count {
+    #[diesel(sql_type = diesel::sql_types::BigInt)]
+    n: i64,
+}
+
 /// What to do with one entry.
 enum Plan<'e> {
     Insert(Uuid, &'e Entry),
@@ -163,9 +169,30 @@ async fn apply_in(tx: &mut AsyncPgConnection, chunk: &Chunk<'_>) -> Result<Count
         .execute(tx)
         .await?
     };
-    counts.created += inserted as i32;
-    // A URL saved by someone else since this chunk looked: a duplicate like any other.
-    counts.skipped += (wanted - inserted) as i32;
+    // A row not inserted is one whose id another try of this chunk wrote meanwhile (it is
+    // this import's, created), or whose URL someone saved since this chunk looked (a
+    // duplicate like any other).
+    let created = if inserted == wanted {
+        inserted
+    } else {
+        let wanted_ids: Vec<Uuid> = plans
+            .iter()
+            .filter_map(|p| match p {
+                Plan::Insert(id, _) => Some(*id),
+                _ => None,
+            })
+            .collect();
+        let present: Count = diesel::sql_query(
+            "SELECT count(*) AS n FROM bookmarks WHERE tenant_id = $1 AND id = ANY($2)",
+        )
+        .bind::<Text, _>(tenant.as_str())
+        .bind::<Array<diesel::sql_types::Uuid>, _>(&wanted_ids)
+        .get_result(tx)
+        .await?;
+        present.n as usize
+    };
+    counts.created += created as i32;
+    counts.skipped += (wanted - created) as i32;
     for plan in &plans {
         match plan {
             Plan::Done => counts.created += 1,

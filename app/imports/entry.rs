@@ -7,10 +7,13 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::bookmarks::model::NewBookmarkInput;
-use crate::collections::model::{MAX_DEPTH, MAX_NAME_CHARS};
+use crate::collections::model::{MAX_COLLECTIONS, MAX_DEPTH, MAX_NAME_CHARS};
 
 /// The most bookmarks one file may hold.
 pub const MAX_ENTRIES: usize = 500_000;
+/// The most entries, refused ones included, one file may hold: an entry's place must fit
+/// the 20 bits its bookmark id keeps of it (`apply::entry_id`).
+pub const MAX_FILE_ENTRIES: usize = 1_000_000;
 /// Refused entries an import keeps with their reason (all are counted).
 pub const MAX_REFUSALS_KEPT: usize = 100;
 
@@ -125,7 +128,9 @@ pub struct Raw {
 pub enum FileError {
     #[error("{0}")]
     NotABookmarkFile(String),
-    #[error("the file holds more than {MAX_ENTRIES} bookmarks")]
+    #[error(
+        "the file holds more than {MAX_ENTRIES} bookmarks (or {MAX_FILE_ENTRIES} entries, refused ones included)"
+    )]
     TooMany,
 }
 
@@ -149,8 +154,15 @@ impl Parsed {
             return Some(*found);
         }
         // Each ancestor comes first, so that a file's folders are created top down.
-        if names.len() > 1 {
-            self.folder(&names[..names.len() - 1]);
+        let parent = if names.len() > 1 {
+            self.folder(&names[..names.len() - 1])
+        } else {
+            None
+        };
+        // No more folders than a tenant may have collections: past that, a folder's
+        // bookmarks go to its nearest ancestor that was kept.
+        if self.folders.len() >= MAX_COLLECTIONS as usize {
+            return parent;
         }
         let index = self.folders.len() as u32;
         self.folders.push(names);
@@ -160,7 +172,7 @@ impl Parsed {
 
     /// Checks `raw` as a new bookmark would be checked, and keeps it or its refusal.
     pub fn push(&mut self, raw: Raw) -> Result<(), FileError> {
-        let index = (self.entries.len() + self.refused) as u32;
+        let index = self.next_index()?;
         if self.entries.len() >= MAX_ENTRIES {
             return Err(FileError::TooMany);
         }
@@ -187,8 +199,8 @@ impl Parsed {
                     notes: draft.notes,
                     tags: draft.tags,
                     folder: raw.folder,
-                    created_at: raw.created_at,
-                    updated_at: raw.updated_at.or(raw.created_at),
+                    created_at: storable(raw.created_at),
+                    updated_at: storable(raw.updated_at).or(storable(raw.created_at)),
                     unread: raw.unread,
                     archived: raw.archived,
                     favorite: raw.favorite,
@@ -207,14 +219,29 @@ impl Parsed {
     }
 
     /// Refuses an entry that cannot be read at all (a JSON entry of the wrong shape).
-    pub fn refuse_unread(&mut self, line: Option<u32>, url: Option<String>, reason: String) {
-        let index = (self.entries.len() + self.refused) as u32;
+    pub fn refuse_unread(
+        &mut self,
+        line: Option<u32>,
+        url: Option<String>,
+        reason: String,
+    ) -> Result<(), FileError> {
+        let index = self.next_index()?;
         let raw = Raw {
             line,
             url,
             ..Raw::default()
         };
         self.refuse(index, &raw, reason);
+        Ok(())
+    }
+
+    /// The next entry's place in the file.
+    fn next_index(&self) -> Result<u32, FileError> {
+        let index = self.entries.len() + self.refused;
+        if index >= MAX_FILE_ENTRIES {
+            return Err(FileError::TooMany);
+        }
+        Ok(index as u32)
     }
 
     fn refuse(&mut self, index: u32, raw: &Raw, reason: String) {
@@ -223,7 +250,13 @@ impl Parsed {
             self.refusals.push(Refused {
                 entry: index + 1,
                 line: raw.line,
-                url: raw.url.as_ref().map(|u| u.chars().take(200).collect()),
+                // As written, but for control characters (a NUL cannot be stored).
+                url: raw.url.as_ref().map(|u| {
+                    u.chars()
+                        .take(200)
+                        .map(|c| if c.is_control() { '\u{fffd}' } else { c })
+                        .collect()
+                }),
                 reason,
             });
         }
@@ -241,6 +274,12 @@ fn folder_name(raw: &str) -> String {
     } else {
         name
     }
+}
+
+/// A date Postgres can store and JSON can carry: between years 1 and 9999.
+fn storable(at: Option<DateTime<Utc>>) -> Option<DateTime<Utc>> {
+    use chrono::Datelike;
+    at.filter(|d| (1..=9999).contains(&d.year()))
 }
 
 /// A Netscape file's date: seconds since 1970, or milliseconds or microseconds where the
@@ -288,6 +327,7 @@ mod tests {
         assert_eq!(epoch("1700000000000"), at);
         assert_eq!(epoch("1700000000000000"), at);
         assert_eq!(epoch("0"), None);
+        assert_eq!(storable(epoch("1000000000000000000")), None, "year 33658");
         assert_eq!(epoch("soon"), None);
     }
 }

@@ -65,7 +65,8 @@ async fn chunks(
     let folders = row.folder_paths();
     let begun_ms = row.created_at.timestamp_millis().max(0) as u64;
     let mut total = Counts::default();
-    for n in row.chunks_done..row.chunks {
+    let mut n = row.chunks_done;
+    while n < row.chunks {
         let entries = store::chunk(&mut *control.get().await?, import, n).await?;
         let started = Instant::now();
         let chunk = Chunk {
@@ -91,12 +92,18 @@ async fn chunks(
             })?;
         drop(session);
         if !store::record(&mut *control.get().await?, import, n, counts).await? {
-            // Another worker took the job over (this one's lease ran out): it goes on.
-            return Ok(json!({"import": import, "state": "taken over", "at_chunk": n}));
+            // Recorded by another try (a worker whose lease ran out while it applied this
+            // chunk): go on from wherever the import is now.
+            match store::start(&mut *control.get().await?, import).await? {
+                Some(now) => n = now.chunks_done,
+                None => return Ok(json!({"import": import, "state": "finished by another try"})),
+            }
+            continue;
         }
         total.created += counts.created;
         total.updated += counts.updated;
         total.skipped += counts.skipped;
+        n += 1;
         tokio::time::sleep(started.elapsed().mul_f64(rest)).await;
     }
     store::finish(&mut *control.get().await?, import).await?;

@@ -97,7 +97,7 @@ pub fn parse(bytes: &[u8]) -> Result<Parsed, FileError> {
                 archived: b.archived,
                 favorite: b.favorite,
             })?,
-            Err(e) => parsed.refuse_unread(None, url, format!("the entry cannot be read: {e}")),
+            Err(e) => parsed.refuse_unread(None, url, format!("the entry cannot be read: {e}"))?,
         }
     }
     Ok(parsed)

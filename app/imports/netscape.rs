@@ -162,17 +162,20 @@ fn text_of(raw: &str) -> String {
     html_escape::decode_html_entities(raw).trim().to_owned()
 }
 
-/// The file as text: in the encoding its `<META … charset=…>` names; otherwise UTF-8, or
-/// Windows-1252 (what older browsers wrote) when it is not valid UTF-8. A byte order mark
-/// wins over both.
+/// The file as text: in the encoding its byte order mark says; otherwise in the one its
+/// `<META … charset=…>` names; otherwise UTF-8, or Windows-1252 (what older browsers wrote)
+/// when it is not valid UTF-8.
 fn decode(bytes: &[u8]) -> Cow<'_, str> {
+    if let Some((encoding, bom)) = encoding_rs::Encoding::for_bom(bytes) {
+        return encoding.decode_without_bom_handling(&bytes[bom..]).0;
+    }
     let declared = declared_charset(bytes).and_then(encoding_rs::Encoding::for_label);
     let encoding = match declared {
         Some(e) => e,
         None if std::str::from_utf8(bytes).is_ok() => encoding_rs::UTF_8,
         None => encoding_rs::WINDOWS_1252,
     };
-    encoding.decode_with_bom_removal(bytes).0
+    encoding.decode_without_bom_handling(bytes).0
 }
 
 /// The label after the first `charset=` of the file's head.
@@ -284,7 +287,9 @@ impl<'a> Scanner<'a> {
                 .find("-->")
                 .map_or(self.text.len(), |e| start + 4 + e + 3);
             self.at = end;
-            return self.next();
+            // Whatever follows is read by the next call (no recursion: a file of a million
+            // comments in a row would overflow the stack).
+            return Some(Token::Text(""));
         }
         if let Some(decl) = rest.strip_prefix("<!") {
             let end = decl.find('>').unwrap_or(decl.len());
@@ -357,6 +362,20 @@ mod tests {
         file.extend_from_slice(b"</A>\n</DL>\n");
         let parsed = parse(&file).unwrap();
         assert_eq!(parsed.entries[0].title, "Caf\u{e9}");
+    }
+
+    #[test]
+    fn a_byte_order_mark_wins_and_a_million_comments_in_a_row_are_read_without_recursion() {
+        let mut utf16 = vec![0xff, 0xfe];
+        let text = "<!DOCTYPE NETSCAPE-Bookmark-file-1><DL><DT><A HREF=\"https://a.example/\">\u{e9}t\u{e9}</A></DL>";
+        for unit in text.encode_utf16() {
+            utf16.extend_from_slice(&unit.to_le_bytes());
+        }
+        assert_eq!(parse(&utf16).unwrap().entries[0].title, "\u{e9}t\u{e9}");
+        let mut file = "<!DOCTYPE NETSCAPE-Bookmark-file-1><DL>".to_owned();
+        file.push_str(&"<!---->".repeat(1_000_000));
+        file.push_str("<DT><A HREF=\"https://b.example/\">after</A></DL>");
+        assert_eq!(parse(file.as_bytes()).unwrap().entries[0].title, "after");
     }
 
     #[test]

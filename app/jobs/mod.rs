@@ -50,6 +50,8 @@ pub enum JobError {
     },
     #[error(transparent)]
     Import(#[from] imports::job::RunError),
+    #[error("the job's lease ran out and another worker took it over")]
+    LeaseLost,
 }
 
 /// A job as the code knows it: parsed from (and written as) a kind and a JSON payload.

@@ -27,7 +27,7 @@ pub struct WorkerOptions {
     pub backoff: Duration,
     pub max_backoff: Duration,
     /// An import's pause after each chunk, as a multiple of the chunk's time (1.0: the
-    /// import holds its shard at most half the time).
+    /// import holds its shard at most half the time). Set from `[imports] rest`.
     pub import_rest: f64,
 }
 
@@ -210,7 +210,9 @@ async fn finish(
     Ok(())
 }
 
-/// Runs `work` while renewing the job's lease, so a long job is not taken over.
+/// Runs `work` while renewing the job's lease, so a long job is not taken over. A job whose
+/// lease was taken over anyway (this worker stalled past it) stops at once: another worker
+/// runs it now.
 async fn with_heartbeat(
     control: &PgPool,
     id: i64,
@@ -226,7 +228,7 @@ async fn with_heartbeat(
             if let Ok(mut conn) = control.get().await {
                 match queue::heartbeat(&mut conn, id, worker_id, options.lease).await {
                     Ok(true) => {}
-                    Ok(false) => tracing::warn!("job lease lost: another worker may run it too"),
+                    Ok(false) => return,
                     Err(e) => tracing::warn!(error = %e, "job heartbeat failed"),
                 }
             }
@@ -234,7 +236,10 @@ async fn with_heartbeat(
     };
     tokio::select! {
         outcome = work => outcome,
-        () = beat => unreachable!("the heartbeat loop never ends"),
+        () = beat => {
+            tracing::warn!("job lease lost: another worker runs it now; this one stops");
+            Err(JobError::LeaseLost)
+        }
     }
 }
 

@@ -410,9 +410,19 @@ async fn a_file_that_cannot_be_imported_is_refused_before_anything_is_stored() {
         (0, 0)
     );
 
-    let (status, first) = post_import(&app, &t, "text/html", "", REAL_SHAPED.to_vec()).await;
+    // A NUL in a refused entry's address, and a date no database holds: the file is
+    // taken, the entry refused and the date dropped.
+    let odd = b"<!DOCTYPE NETSCAPE-Bookmark-file-1><DL>\n\
+        <DT><A HREF=\"https://nul.example/\0\">NUL</A>\n\
+        <DT><A HREF=\"https://far.example/\" ADD_DATE=\"1000000000000000000\">Far</A>\n</DL>";
+    let (status, first) = post_import(&app, &t, "text/html", "", odd.to_vec()).await;
     assert_eq!(status, 202, "{first}");
     assert_eq!(first["state"], "queued");
+    assert_eq!(first["counts"]["refused"], 1, "{first}");
+    assert_eq!(
+        first["refused"][0]["url"], "https://nul.example/\u{fffd}",
+        "{first}"
+    );
     let (status, second) = post_import(&app, &t, "text/html", "", REAL_SHAPED.to_vec()).await;
     assert_eq!(
         (status, second["error"]["code"].as_str()),
