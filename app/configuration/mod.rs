@@ -39,6 +39,20 @@ pub struct Settings {
     pub topology: Topology,
     pub tenancy: TenancySettings,
     pub changes: ChangesSettings,
+    pub imports: ImportSettings,
+}
+
+/// `[imports]`: how imports share their shard.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ImportSettings {
+    /// After each chunk, an import's job rests this many times as long as the chunk took.
+    pub rest: f64,
+}
+
+impl Default for ImportSettings {
+    fn default() -> Self {
+        Self { rest: 1.0 }
+    }
 }
 
 /// `[changes]`: the change feed.
@@ -106,6 +120,14 @@ struct RawSettings {
     sharding: RawSharding,
     #[serde(default)]
     changes: RawChanges,
+    #[serde(default)]
+    imports: RawImports,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawImports {
+    rest: Option<f64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -215,6 +237,13 @@ impl Settings {
         let changes = ChangesSettings {
             tombstone_retention: std::time::Duration::from_secs(days * 86_400),
         };
+        let rest = raw.imports.rest.unwrap_or(ImportSettings::default().rest);
+        if !(0.0..=10.0).contains(&rest) {
+            problems.push(format!(
+                "[imports] rest must be between 0 and 10 (times a chunk's own time), not {rest}"
+            ));
+        }
+        let imports = ImportSettings { rest };
         let topology = match raw.database {
             Some(db) => database::topology(&db, &raw.sharding)
                 .map_err(|p| problems.extend(p))
@@ -230,6 +259,7 @@ impl Settings {
                 topology,
                 tenancy,
                 changes,
+                imports,
             }),
             _ => Err(problems),
         }

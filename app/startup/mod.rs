@@ -264,7 +264,10 @@ impl Application {
             liveness_interval: options.liveness_interval,
             run_background: options.background.then_some((
                 options.reindex,
-                options.jobs,
+                WorkerOptions {
+                    import_rest: settings.imports.rest,
+                    ..options.jobs
+                },
                 PurgeOptions {
                     every: options.feed_purge_every,
                     ..PurgeOptions::new(settings.changes.tombstone_retention)

@@ -53,6 +53,11 @@ pub struct Args {
     /// Bookmarks to create per tenant (whales too) before measuring; a 409 counts as there.
     #[arg(long, default_value_t = 0, value_name = "K")]
     pub prefill: usize,
+    /// Before the run, each --whale imports this many bookmarks through POST /api/imports
+    /// (one Netscape bookmark file, waited for until its import is done): a whale seeded
+    /// the way a customer's browser export arrives.
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    pub whale_import: usize,
     /// Prefill requests in flight at once.
     #[arg(long, default_value_t = 32)]
     pub prefill_concurrency: usize,
@@ -142,6 +147,7 @@ impl Args {
             seed: self.seed,
             prefill: self.prefill,
             prefill_concurrency: self.prefill_concurrency,
+            whale_import: self.whale_import,
             mix: self.mix.clone(),
             load,
             duration: self.duration,

@@ -8,6 +8,8 @@ use serde::{Serialize, Serializer};
 use crate::mix::Mix;
 use crate::population::{Population, PopulationError, Whale};
 
+/// The most bookmarks one import takes (the service's limit).
+pub const MAX_WHALE_IMPORT: usize = 500_000;
 /// Upper bound of `--max-in-flight`, `--concurrency` and `--prefill-concurrency`.
 pub const MAX_PARALLEL: usize = 100_000;
 /// Upper bound of `--duration` and `--timeout`.
@@ -44,6 +46,8 @@ pub struct Config {
     /// Bookmarks created per tenant (whales included) before measuring.
     pub prefill: usize,
     pub prefill_concurrency: usize,
+    /// Bookmarks each whale imports (`POST /api/imports`) before measuring.
+    pub whale_import: usize,
     pub mix: Mix,
     pub load: Load,
     #[serde(serialize_with = "seconds")]
@@ -87,6 +91,7 @@ impl Default for Config {
             seed: 1,
             prefill: 0,
             prefill_concurrency: 32,
+            whale_import: 0,
             mix: Mix::default(),
             load: Load::Open {
                 rate: 100.0,
@@ -118,6 +123,10 @@ pub enum ConfigError {
     Concurrency(usize),
     #[error("--prefill-concurrency must be between 1 and {MAX_PARALLEL}, not {0}")]
     PrefillConcurrency(usize),
+    #[error("--whale-import needs at least one --whale to import into")]
+    WhaleImportWithoutWhale,
+    #[error("--whale-import must be at most {MAX_WHALE_IMPORT} (one import's limit), not {0}")]
+    WhaleImport(usize),
     #[error("--duration must be above 0 and at most 7 days")]
     Duration,
     #[error("--timeout must be above 0 and at most 7 days")]
@@ -159,6 +168,12 @@ impl Config {
         }
         if !(1..=MAX_PARALLEL).contains(&self.prefill_concurrency) {
             return Err(ConfigError::PrefillConcurrency(self.prefill_concurrency));
+        }
+        if self.whale_import > MAX_WHALE_IMPORT {
+            return Err(ConfigError::WhaleImport(self.whale_import));
+        }
+        if self.whale_import > 0 && self.whales.is_empty() {
+            return Err(ConfigError::WhaleImportWithoutWhale);
         }
         if self.duration.is_zero() || self.duration > MAX_DURATION {
             return Err(ConfigError::Duration);

@@ -815,6 +815,72 @@ fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
     Some(Duration::from_secs(seconds.min(5)))
 }
 
+/// Imports `config.whale_import` bookmarks into each whale, one `POST /api/imports` each
+/// (a Netscape file; URLs under `https://import.example/`, outside this run's marks), and
+/// waits for each import to finish. Says how each went on stderr.
+pub async fn whale_imports(shared: &Shared, config: &Config) -> Result<(), String> {
+    let n = config.whale_import;
+    if n == 0 {
+        return Ok(());
+    }
+    let base = config.base_url.trim_end_matches('/');
+    for tenant in 0..shared.population.whales().len() {
+        let name = shared.name(tenant).to_owned();
+        let mut file = String::with_capacity(n * 120);
+        file.push_str("<!DOCTYPE NETSCAPE-Bookmark-file-1>\n<DL><p>\n");
+        for k in 0..n {
+            file.push_str(&format!(
+                "<DT><A HREF=\"https://import.example/{}/{name}/{k}\" TAGS=\"loadgen,import\">\
+                 imported {k}</A>\n",
+                config.seed
+            ));
+        }
+        file.push_str("</DL><p>\n");
+        let started = Instant::now();
+        let res = shared
+            .as_tenant(shared.client().post(format!("{base}/api/imports")), tenant)
+            .header("content-type", "text/html")
+            .timeout(Duration::from_secs(300))
+            .body(file)
+            .send()
+            .await
+            .map_err(|e| format!("--whale-import {name}: {e}"))?;
+        let status = res.status();
+        let body: Value = res.json().await.unwrap_or(Value::Null);
+        if status != 202 {
+            return Err(format!("--whale-import {name}: {status} {body}"));
+        }
+        let id = body["id"].as_str().unwrap_or_default().to_owned();
+        let done = loop {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            let res = shared
+                .as_tenant(
+                    shared.client().get(format!("{base}/api/imports/{id}")),
+                    tenant,
+                )
+                .send()
+                .await;
+            let Ok(res) = res else { continue };
+            let now: Value = res.json().await.unwrap_or(Value::Null);
+            if matches!(now["state"].as_str(), Some("done" | "failed")) {
+                break now;
+            }
+        };
+        if done["state"] != "done" {
+            return Err(format!("--whale-import {name}: the import failed: {done}"));
+        }
+        eprintln!(
+            "loadgen: {name} imported {n} bookmarks ({} created, {} skipped as there) in {:.1} s, \
+             {:.0} rows/s applied",
+            done["counts"]["created"],
+            done["counts"]["skipped"],
+            started.elapsed().as_secs_f64(),
+            done["rows_per_second"].as_f64().unwrap_or_default()
+        );
+    }
+    Ok(())
+}
+
 /// Creates `config.prefill` bookmarks per tenant, at most `prefill_concurrency` at a time.
 /// A 409 means the bookmark is there already (an earlier run with the same seed).
 pub async fn prefill(shared: &Shared, config: &Config) -> PrefillSummary {

@@ -45,6 +45,8 @@ pub enum RunError {
     Events(String),
     #[error("--timeline {0}")]
     Timeline(String),
+    #[error("{0}")]
+    WhaleImport(String),
 }
 
 /// Prefills, then sends load as configured until the duration or request count is reached
@@ -81,6 +83,9 @@ pub async fn run_with_events(
         viewer_keys,
         events,
     )?);
+    driver::whale_imports(&shared, config)
+        .await
+        .map_err(RunError::WhaleImport)?;
     let prefill = driver::prefill(&shared, config).await;
     let window = match config.load {
         Load::Open {

@@ -212,6 +212,46 @@ async fn a_whale_configured_at_half_gets_half_of_all_requests() {
 }
 
 #[tokio::test]
+async fn whale_import_seeds_each_whale_through_the_import_endpoint_before_the_run() {
+    let l = layout("").await;
+    let app = spawn(l.settings(), "loadgen-whale-import").await;
+    let whale = unique("import-whale");
+    let seeded = Config {
+        tenants: 3,
+        whales: vec![format!("{whale}=0.5").parse().unwrap()],
+        whale_import: 2_500,
+        requests: Some(20),
+        ..config(&app)
+    };
+    run(&seeded).await;
+    let imports = app.get_json("/api/imports", &whale).await;
+    let import = &imports["imports"][0];
+    assert_eq!(import["state"], "done", "{imports}");
+    assert_eq!(import["counts"]["created"], 2_500, "{imports}");
+    let shard = hash_shard(&l.settings(), &whale);
+    let (port, db) = port_of(&l, &shard);
+    let q = format!(
+        "SELECT count(*) FROM bookmarks WHERE tenant_id = '{whale}' \
+         AND url LIKE 'https://import.example/%'"
+    );
+    assert_eq!(sql(port, &db, &q).await[0][0].as_deref(), Some("2500"));
+    let refused = Config {
+        whales: Vec::new(),
+        whale_import: 10,
+        ..config(&app)
+    };
+    let e = match loadgen::run(&refused).await {
+        Ok(_) => panic!("--whale-import without a whale runs"),
+        Err(e) => e.to_string(),
+    };
+    assert!(
+        e.contains("--whale-import needs at least one --whale"),
+        "{e}"
+    );
+    app.stop().await;
+}
+
+#[tokio::test]
 async fn a_stopped_shard_shows_up_as_errors_only_for_that_shards_tenants() {
     let _alone = alone().await;
     let (_main, doomed, layout) = split_servers("bookmarks-loadgen-net").await;
