@@ -4,8 +4,9 @@
 //! (default 20) send an open-loop load of `BENCH_RATE` requests per second (default 100:
 //! lists, and one create in four). Prints the import's rows per second and the neighbours'
 //! p50 and p99 before, during and after the import, for each `[imports] rest` in
-//! `BENCH_RESTS` (default `1,0`: the shipped pacing, and none). Issue 39's target: the
-//! neighbours' p99 during the import within 1.5× of before.
+//! `BENCH_RESTS` (default `1`, the shipped pacing; e.g. `1,0,4`), each beside its floor: the
+//! same rows written straight to the shard by SQL in transactions of 1 000 at the same pace.
+//! Issue 39's target: the neighbours' p99 during the import within 1.5× of before.
 //!
 //! Not part of CI: run it by hand on an otherwise idle machine,
 //! `BOOKMARKS_POSTGRES_IMAGE=bookmarks-offline/postgres:15 cargo bench --bench import`.
@@ -81,7 +82,8 @@ enum Phase {
 
 struct Latencies {
     phase: Mutex<Phase>,
-    by_phase: Mutex<[Histogram<u64>; 3]>,
+    /// By phase; lists, then creates.
+    by_phase: Mutex<[[Histogram<u64>; 2]; 3]>,
     errors: Mutex<Vec<String>>,
 }
 
@@ -90,7 +92,7 @@ impl Latencies {
         let h = || Histogram::new_with_bounds(1, 60_000_000, 3).unwrap();
         Self {
             phase: Mutex::new(Phase::Before),
-            by_phase: Mutex::new([h(), h(), h()]),
+            by_phase: Mutex::new([[h(), h()], [h(), h()], [h(), h()]]),
             errors: Mutex::new(Vec::new()),
         }
     }
@@ -99,8 +101,8 @@ impl Latencies {
         *self.phase.lock().unwrap() = phase;
     }
 
-    fn record(&self, phase: Phase, took: Duration) {
-        self.by_phase.lock().unwrap()[phase as usize]
+    fn record(&self, phase: Phase, create: bool, took: Duration) {
+        self.by_phase.lock().unwrap()[phase as usize][usize::from(create)]
             .record(took.as_micros() as u64)
             .unwrap();
     }
@@ -109,6 +111,7 @@ impl Latencies {
 /// Open loop: `rate` requests a second to the neighbours until `stop`, each timed from
 /// when it was due.
 async fn neighbours(
+    run: String,
     base: String,
     tenants: Vec<String>,
     rate: f64,
@@ -124,18 +127,18 @@ async fn neighbours(
         tokio::time::sleep_until(due).await;
         let phase = *seen.phase.lock().unwrap();
         let tenant = tenants[n as usize % tenants.len()].clone();
-        let (client, base, seen) = (client.clone(), base.clone(), seen.clone());
+        let (client, base, seen, run) = (client.clone(), base.clone(), seen.clone(), run.clone());
         let create = n.is_multiple_of(4);
         tokio::spawn(async move {
             let request = if create {
                 client
                     .post(format!("{base}/api/bookmarks"))
-                    .json(&json!({"url": format!("https://neighbour.example/{n}")}))
+                    .json(&json!({"url": format!("https://neighbour.example/{run}/{n}")}))
             } else {
                 client.get(format!("{base}/api/bookmarks?limit=20"))
             };
             match request.header("X-Tenant-Id", &tenant).send().await {
-                Ok(r) if r.status().is_success() => seen.record(phase, due.elapsed()),
+                Ok(r) if r.status().is_success() => seen.record(phase, create, due.elapsed()),
                 Ok(r) => seen.errors.lock().unwrap().push(format!("{}", r.status())),
                 Err(e) => seen.errors.lock().unwrap().push(e.to_string()),
             }
@@ -144,7 +147,14 @@ async fn neighbours(
     }
 }
 
-async fn run(layout: &Layout, rest: f64, rows: usize, neighbour_count: usize, rate: f64) {
+async fn run(
+    layout: &Layout,
+    floor: bool,
+    rest: f64,
+    rows: usize,
+    neighbour_count: usize,
+    rate: f64,
+) {
     let whale = format!("import-whale-{}", unique("w"));
     let shard = hash_shard(&layout.settings(), &whale);
     let tenants: Vec<String> = (0..)
@@ -197,6 +207,7 @@ async fn run(layout: &Layout, rest: f64, rows: usize, neighbour_count: usize, ra
     let seen = Arc::new(Latencies::new());
     let stop = Arc::new(AtomicBool::new(false));
     let load = tokio::spawn(neighbours(
+        whale.clone(),
         base.clone(),
         tenants,
         rate,
@@ -207,32 +218,64 @@ async fn run(layout: &Layout, rest: f64, rows: usize, neighbour_count: usize, ra
 
     seen.set(Phase::During);
     let posted = Instant::now();
-    let res = client
-        .post(format!("{base}/api/imports"))
-        .header("X-Tenant-Id", &whale)
-        .header("content-type", "text/html")
-        .body(body)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(res.status(), 202);
-    let import: Value = res.json().await.unwrap();
-    let accepted = posted.elapsed();
-    let path = format!("{base}/api/imports/{}", import["id"].as_str().unwrap());
-    let done = loop {
-        let now: Value = client
-            .get(&path)
+    let (accepted, rows_per_second) = if floor {
+        // The floor: the same rows written straight to the shard by SQL, 1 000 a
+        // transaction with every trigger on, resting as the import rests. What any importer
+        // that writes such transactions at this pace costs the shard's other tenants.
+        for chunk in 0..rows.div_ceil(1000) {
+            let started = Instant::now();
+            let first = chunk * 1000;
+            let last = (first + 1000).min(rows) - 1;
+            sql(
+                port,
+                &db,
+                &format!(
+                    "INSERT INTO bookmarks (tenant_id, id, url, title, notes, tags) \
+                     SELECT '{whale}', gen_random_uuid(), 'https://import.example/' || i, \
+                     'An imported bookmark ' || i, 'Notes of bookmark ' || i, \
+                     ARRAY['bench', 't' || (i % 10)] FROM generate_series({first}, {last}) i"
+                ),
+            )
+            .await;
+            let took = started.elapsed();
+            tokio::time::sleep(took.mul_f64(rest)).await;
+        }
+        let whole = posted.elapsed();
+        (Duration::ZERO, rows as f64 / whole.as_secs_f64())
+    } else {
+        let res = client
+            .post(format!("{base}/api/imports"))
             .header("X-Tenant-Id", &whale)
+            .header("content-type", "text/html")
+            .body(body)
             .send()
             .await
-            .unwrap()
-            .json()
-            .await
             .unwrap();
-        if matches!(now["state"].as_str(), Some("done" | "failed")) {
-            break now;
-        }
-        tokio::time::sleep(Duration::from_millis(250)).await;
+        assert_eq!(res.status(), 202);
+        let import: Value = res.json().await.unwrap();
+        let accepted = posted.elapsed();
+        let path = format!("{base}/api/imports/{}", import["id"].as_str().unwrap());
+        let done = loop {
+            let now: Value = client
+                .get(&path)
+                .header("X-Tenant-Id", &whale)
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            if matches!(now["state"].as_str(), Some("done" | "failed")) {
+                break now;
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        };
+        assert_eq!(done["state"], "done", "{done}");
+        assert_eq!(done["counts"]["created"], rows, "{done}");
+        (
+            accepted,
+            done["rows_per_second"].as_f64().unwrap_or_default(),
+        )
     };
     seen.set(Phase::After);
     tokio::time::sleep(Duration::from_secs(15)).await;
@@ -240,29 +283,41 @@ async fn run(layout: &Layout, rest: f64, rows: usize, neighbour_count: usize, ra
     load.await.unwrap();
     tokio::time::sleep(Duration::from_secs(2)).await;
 
-    assert_eq!(done["state"], "done", "{done}");
-    assert_eq!(done["counts"]["created"], rows, "{done}");
     let by_phase = seen.by_phase.lock().unwrap();
     let ms = |h: &Histogram<u64>, q: f64| h.value_at_quantile(q) as f64 / 1000.0;
-    let (before, during, after) = (&by_phase[0], &by_phase[1], &by_phase[2]);
+    let mut all: Vec<Histogram<u64>> = Vec::new();
+    for phase in by_phase.iter() {
+        let mut h = phase[0].clone();
+        h.add(&phase[1]).unwrap();
+        all.push(h);
+    }
     println!(
-        "rest {rest}: {rows} bookmarks accepted in {:.1} s, applied at {:.0} rows/s; \
-         neighbours p50 {:.1} / {:.1} / {:.1} ms, p99 {:.1} / {:.1} / {:.1} ms \
-         (before / during / after, {} / {} / {} requests, {} errors); p99 during/before {:.2}x",
+        "{} rest {rest}: {rows} bookmarks accepted in {:.1} s, applied at {:.0} rows/s, {} neighbour errors",
+        if floor { "SQL floor," } else { "import," },
         accepted.as_secs_f64(),
-        done["rows_per_second"].as_f64().unwrap_or_default(),
-        ms(before, 0.5),
-        ms(during, 0.5),
-        ms(after, 0.5),
-        ms(before, 0.99),
-        ms(during, 0.99),
-        ms(after, 0.99),
-        before.len(),
-        during.len(),
-        after.len(),
+        rows_per_second,
         seen.errors.lock().unwrap().len(),
-        ms(during, 0.99) / ms(before, 0.99),
     );
+    for (what, pick) in [("all", None), ("lists", Some(0)), ("creates", Some(1))] {
+        let h = |phase: usize| match pick {
+            None => &all[phase],
+            Some(i) => &by_phase[phase][i],
+        };
+        println!(
+            "  {what:>8}: p50 {:.1} / {:.1} / {:.1} ms, p99 {:.1} / {:.1} / {:.1} ms \
+             (before / during / after, {} / {} / {} requests); p99 during/before {:.2}x",
+            ms(h(0), 0.5),
+            ms(h(1), 0.5),
+            ms(h(2), 0.5),
+            ms(h(0), 0.99),
+            ms(h(1), 0.99),
+            ms(h(2), 0.99),
+            h(0).len(),
+            h(1).len(),
+            h(2).len(),
+            ms(h(1), 0.99) / ms(h(0), 0.99),
+        );
+    }
 }
 
 async fn bench() {
@@ -270,7 +325,7 @@ async fn bench() {
     let neighbour_count: usize = env_or("BENCH_NEIGHBOURS", 20);
     let rate: f64 = env_or("BENCH_RATE", 100.0);
     let rests: Vec<f64> = std::env::var("BENCH_RESTS")
-        .unwrap_or_else(|_| "1,0".to_owned())
+        .unwrap_or_else(|_| "1".to_owned())
         .split(',')
         .map(|r| r.trim().parse().unwrap())
         .collect();
@@ -280,6 +335,7 @@ async fn bench() {
     let app = TestApp::spawn(layout.settings(), "import-bench").await;
     app.stop().await;
     for rest in rests {
-        run(&layout, rest, rows, neighbour_count, rate).await;
+        run(&layout, false, rest, rows, neighbour_count, rate).await;
+        run(&layout, true, rest, rows, neighbour_count, rate).await;
     }
 }
