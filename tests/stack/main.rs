@@ -859,6 +859,7 @@ async fn the_compose_stack_serves_through_nginx_survives_outages_and_tears_down_
             )
             && said.contains("\"reason\":\"url must be an http:// or https:// address\"")
             && said.contains("\"name\":\"Distributed systems\"")
+            && said.contains("\"title\":\"Redis cluster specification\"")
             && said.contains("<DT><H3 ")
             && said.contains(">Bookmarks Toolbar</H3>")
             && said.contains("\"changes\":["),
