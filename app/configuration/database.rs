@@ -9,7 +9,9 @@ use super::slots::resolve_slots;
 use crate::pg::db_url::{DbUrl, DbUrlError};
 use crate::sharding::SLOT_COUNT;
 use crate::sharding::shard_name::ShardName;
-use crate::sharding::topology::{MoveWaitPolicy, ReplicaFallback, ShardSpec, Topology};
+use crate::sharding::topology::{
+    MoveWaitPolicy, ReplicaFallback, ReplicaReadPolicy, ShardSpec, Topology,
+};
 
 pub const DEFAULT_CONTROL_POOL_SIZE: u32 = 8;
 pub const DEFAULT_PRIMARY_POOL_SIZE: u32 = 8;
@@ -25,6 +27,14 @@ const DEFAULT_STATEMENT_TIMEOUT_MS: u64 = 11_000;
 pub const DEFAULT_DIRECTORY_CACHE_TTL_MS: u64 = 30_000;
 pub const DEFAULT_MOVE_WAIT_MS: u64 = 2_000;
 pub const DEFAULT_MOVE_WAIT_MAX: usize = 1_000;
+pub const DEFAULT_MAX_REPLICA_LAG_MS: u64 = 1_000;
+pub const DEFAULT_RYOW_WAIT_MS: u64 = 20;
+pub const DEFAULT_REPLAY_POLL_MS: u64 = 10;
+/// A replica a minute behind serves nothing anyone would call current.
+const MAX_MAX_REPLICA_LAG_MS: u64 = 60_000;
+/// A read waiting longer for a replica costs more than the primary read it would save.
+const MAX_RYOW_WAIT_MS: u64 = 1_000;
+
 /// A wait longer than this would outlast the request timeout's default (10 s) by far.
 const MAX_MOVE_WAIT_MS: u64 = 60_000;
 
@@ -188,6 +198,8 @@ pub fn topology(db: &RawDatabase, sharding: &RawSharding) -> Result<Topology, Ve
         ));
     }
 
+    let replica_reads = replica_reads(db, &mut problems);
+
     if sharding.directory_router && control_pool_size < 2 {
         // Routing a request takes a control connection; a handler already holding the
         // only one would wait for itself forever.
@@ -225,6 +237,7 @@ pub fn topology(db: &RawDatabase, sharding: &RawSharding) -> Result<Topology, Ve
                 .unwrap_or(DEFAULT_DIRECTORY_CACHE_TTL_MS),
         ),
         auto_assigned: db.shards.iter().all(|s| s.slots.is_none()),
+        replica_reads,
         move_wait: MoveWaitPolicy {
             budget: Duration::from_millis(move_wait_ms),
             max: sharding.move_wait_max.unwrap_or(DEFAULT_MOVE_WAIT_MAX),
@@ -314,4 +327,44 @@ fn validate_names(
                 .ok()
         })
         .collect()
+}
+
+/// `[database] max_replica_lag_ms`, `ryow_wait_ms`, `replay_poll_ms`, `reads_without_token`.
+fn replica_reads(db: &RawDatabase, problems: &mut Vec<String>) -> ReplicaReadPolicy {
+    let max_lag = db.max_replica_lag_ms.unwrap_or(DEFAULT_MAX_REPLICA_LAG_MS);
+    if max_lag > MAX_MAX_REPLICA_LAG_MS {
+        problems.push(format!(
+            "[database] max_replica_lag_ms = {max_lag} is too long (at most \
+             {MAX_MAX_REPLICA_LAG_MS})"
+        ));
+    }
+    let ryow_wait = db.ryow_wait_ms.unwrap_or(DEFAULT_RYOW_WAIT_MS);
+    if ryow_wait > MAX_RYOW_WAIT_MS {
+        problems.push(format!(
+            "[database] ryow_wait_ms = {ryow_wait} is too long (at most {MAX_RYOW_WAIT_MS}): \
+             past that the primary answers sooner"
+        ));
+    }
+    let poll = db.replay_poll_ms.unwrap_or(DEFAULT_REPLAY_POLL_MS);
+    if !(1..=1_000).contains(&poll) {
+        problems.push(format!(
+            "[database] replay_poll_ms = {poll} must be between 1 and 1000"
+        ));
+    }
+    let without_token = match db.reads_without_token.as_deref() {
+        None | Some("replica") => true,
+        Some("primary") => false,
+        Some(other) => {
+            problems.push(format!(
+                "[database] reads_without_token {other:?} is not one of \"replica\", \"primary\""
+            ));
+            true
+        }
+    };
+    ReplicaReadPolicy {
+        max_lag: Duration::from_millis(max_lag),
+        ryow_wait: Duration::from_millis(ryow_wait),
+        poll: Duration::from_millis(poll.max(1)),
+        without_token,
+    }
 }

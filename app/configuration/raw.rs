@@ -31,6 +31,15 @@ pub struct RawDatabase {
     /// `statement_timeout` of every pooled connection: the server cancels a statement that
     /// runs longer, even one whose client is gone.
     pub statement_timeout_ms: Option<u64>,
+    /// How far behind its primary a replica may be and still serve reads.
+    pub max_replica_lag_ms: Option<u64>,
+    /// How long a read whose consistency token the replica has not replayed waits for it
+    /// before it goes to the primary.
+    pub ryow_wait_ms: Option<u64>,
+    /// How often each replica's replay position (and its primary's WAL position) is read.
+    pub replay_poll_ms: Option<u64>,
+    /// Where a read without a consistency token goes: `replica` or `primary`.
+    pub reads_without_token: Option<String>,
     #[serde(default)]
     pub shards: Vec<RawShard>,
 }

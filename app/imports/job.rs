@@ -79,7 +79,9 @@ async fn chunks(
             all_folders: n == 0,
             entries: &entries,
         };
-        let mut session = shards.session::<Primary>(tenant.as_str(), None).await?;
+        let mut session = shards
+            .session::<Primary>(tenant.as_str(), None, None)
+            .await?;
         let counts = session
             .write(async |c| apply::apply(c, &chunk).await)
             .await

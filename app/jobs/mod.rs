@@ -131,7 +131,9 @@ impl Job {
             Job::ReindexTenant { tenant } => {
                 // A tenant session, as requests use: the job waits out a move's fence and
                 // follows a tenant that departed.
-                let mut session = shards.session::<Primary>(tenant.as_str(), None).await?;
+                let mut session = shards
+                    .session::<Primary>(tenant.as_str(), None, None)
+                    .await?;
                 let outcome = session
                     .write(async |c| search::reindex_tenant(c, tenant.as_str()).await)
                     .await;

@@ -9,6 +9,7 @@ use std::time::Duration;
 use diesel_async::AsyncPgConnection;
 use futures::StreamExt;
 
+use super::consistency::{Need, ReadFrom, Server, Why};
 use super::move_wait::MoveWaits;
 use super::replicas::ReplicaStates;
 use super::router::{Route, RouteError, ShardRouter};
@@ -328,6 +329,92 @@ impl Shards {
         self.primary(shard).await
     }
 
+    /// A tenant read's checkout: the replica when it is ready, within the lag bound, and has
+    /// replayed what `need` says (waiting up to `ryow_wait_ms` for a token), else the
+    /// primary; with where it went and why. A replica whose checkout fails falls back as
+    /// [`Self::read`] does.
+    pub async fn read_for(
+        &self,
+        shard: &Shard,
+        need: Need,
+    ) -> Result<(ShardConn, ReadFrom), ShardError> {
+        let replicas = &self.0.replicas;
+        let id = shard.id();
+        let went = match self.replica_for(shard, need).await {
+            Ok(()) => {
+                let (Some(pool), Some(breaker)) = (shard.replica_pool(), shard.replica_breaker())
+                else {
+                    unreachable!("replica_for said the shard has a replica");
+                };
+                match breaker.checkout(pool).await {
+                    Ok(conn) => {
+                        replicas.count_read(id, true);
+                        let why = match need {
+                            Need::Token(_) => Why::Token,
+                            _ => Why::Lag,
+                        };
+                        let lag = (why == Why::Lag).then(|| replicas.lag(id)).flatten();
+                        let from = ReadFrom {
+                            server: Server::Replica,
+                            why,
+                            lag,
+                        };
+                        return Ok((ShardConn::new(conn, shard, breaker), from));
+                    }
+                    Err(e) => {
+                        replicas.mark_unready(shard, &format!("checkout failed: {e}"));
+                        Why::NoReplica
+                    }
+                }
+            }
+            Err(why) => why,
+        };
+        if why_fails_readiness(shard, went) {
+            return Err(ShardError::ReplicaUnavailable {
+                shard: shard.name().to_owned(),
+            });
+        }
+        replicas.count_read(id, false);
+        Ok((self.primary(shard).await?, ReadFrom::primary(went)))
+    }
+
+    /// Whether the replica may serve a read that needs `need`, or why not.
+    async fn replica_for(&self, shard: &Shard, need: Need) -> Result<(), Why> {
+        let replicas = &self.0.replicas;
+        let id = shard.id();
+        let policy = self.0.set.topology().replica_reads;
+        let usable = shard.replica_pool().is_some()
+            && replicas.is_ready(id)
+            && !shard.replica_breaker().is_some_and(|b| b.is_open());
+        if !usable {
+            return Err(Why::NoReplica);
+        }
+        let within_lag = replicas.lag(id).is_some_and(|lag| lag <= policy.max_lag);
+        match need {
+            Need::Primary => {
+                replicas.count_token_fallback(id);
+                Err(Why::Token)
+            }
+            Need::Floor(_) if !policy.without_token => Err(Why::NoToken),
+            Need::Floor(floor) => {
+                if within_lag && replicas.replayed(id) >= floor {
+                    Ok(())
+                } else {
+                    Err(Why::Lag)
+                }
+            }
+            Need::Token(_) if !within_lag => Err(Why::Lag),
+            Need::Token(lsn) => {
+                if replicas.replayed(id) >= lsn {
+                    return Ok(());
+                }
+                let met = replicas.wait_for(id, lsn, policy.ryow_wait).await;
+                replicas.count_token_wait(id, met);
+                if met { Ok(()) } else { Err(Why::Token) }
+            }
+        }
+    }
+
     /// Runs `work` on every shard concurrently (at most `FAN_OUT_LIMIT` at once), each
     /// bounded by `timeout`, and returns every shard's outcome in declaration order. One
     /// failing shard never hides the others' answers. `read` picks the replica-aware path.
@@ -371,4 +458,12 @@ impl Shards {
             .collect()
             .await
     }
+}
+
+/// A shard whose `replica_fallback` is `fail_readiness` refuses reads its replica cannot
+/// serve because it is unusable (not for lag or a token: those the primary serves).
+fn why_fails_readiness(shard: &Shard, why: Why) -> bool {
+    why == Why::NoReplica
+        && shard.replica_pool().is_some()
+        && shard.replica_fallback() == ReplicaFallback::FailReadiness
 }

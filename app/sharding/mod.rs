@@ -35,10 +35,13 @@
 //! features' own tables (`tenant_moves`, `bookmarks`, `bookmark_search`, …) have none.
 
 pub mod access;
+pub mod arrivals;
+pub mod consistency;
 pub mod cross_shard;
 pub mod directory;
 pub mod health;
 pub mod move_wait;
+pub mod replay;
 pub mod replicas;
 pub mod router;
 pub mod session;

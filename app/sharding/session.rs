@@ -16,6 +16,7 @@ use diesel_async::{AsyncConnection, AsyncPgConnection};
 use futures::future::BoxFuture;
 
 use super::access::{Intent, ShardConn, ShardError, Shards};
+use super::consistency::{ConsistencyToken, ReadFrom, need};
 use super::shard_name::ShardName;
 use super::shard_set::ShardId;
 
@@ -36,6 +37,8 @@ pub struct TenantSession<M> {
     observer: Option<Arc<dyn SessionObserver>>,
     /// A snapshot's transaction is open on `inner` (see `begin_snapshot`).
     snapshot: bool,
+    /// The consistency token the client brought back: what a replica read must show.
+    after: Option<ConsistencyToken>,
     mode: PhantomData<M>,
 }
 
@@ -46,6 +49,10 @@ pub trait SessionObserver: Send + Sync {
     fn serving(&self, shard: &ShardName);
     /// A write waited `waited` for a move's fence to lift.
     fn waited(&self, waited: Duration);
+    /// A read checked out where `from` says.
+    fn read_from(&self, from: ReadFrom);
+    /// A write committed; `token` names it for the client's later reads.
+    fn wrote(&self, token: ConsistencyToken);
 }
 
 /// Marker: check out the shard primary, for every write and for reads that must show the
@@ -99,11 +106,13 @@ pub enum SessionError<E> {
 
 impl Shards {
     /// A session for the tenant whose routing key is `tenant`, routed now; `observer`
-    /// hears where it goes.
+    /// hears where it goes and the token of each write; a replica read shows at least what
+    /// `after` stands for (see [`super::consistency`]).
     pub async fn session<M: ConnectionMode>(
         &self,
         tenant: &str,
         observer: Option<Arc<dyn SessionObserver>>,
+        after: Option<ConsistencyToken>,
     ) -> Result<TenantSession<M>, ShardError> {
         let route = self.route(tenant).await?;
         let name = self.set().get(route.shard).spec().name.clone();
@@ -118,6 +127,7 @@ impl Shards {
             tenant: tenant.into(),
             observer,
             snapshot: false,
+            after,
             mode: PhantomData,
         })
     }
@@ -141,7 +151,7 @@ struct Departed {
     peer: Option<String>,
 }
 
-impl TenantSession<Primary> {
+impl<M: ConnectionMode> TenantSession<M> {
     /// Opens a snapshot of the tenant's rows: one `REPEATABLE READ, READ ONLY` transaction
     /// on its shard that every later read of this session runs in, until
     /// [`Self::end_snapshot`], so that a tenant read in many pages (an export) is read as of
@@ -255,7 +265,18 @@ impl<M: ConnectionMode> TenantSession<M> {
         if self.inner.is_none() {
             let shard = self.shards.set().get(self.shard);
             let conn = if M::READ {
-                self.shards.read(shard).await?
+                let arrivals = self.shards.set().arrivals();
+                let need = need(
+                    self.after.as_ref(),
+                    &self.name,
+                    arrivals.floor(self.shard.index()),
+                    arrivals.epoch(),
+                );
+                let (conn, from) = self.shards.read_for(shard, need).await?;
+                if let Some(observer) = &self.observer {
+                    observer.read_from(from);
+                }
+                conn
             } else {
                 self.shards.primary(shard).await?
             };
@@ -329,12 +350,39 @@ impl<M: ConnectionMode> TenantSession<M> {
                 Err(e) => break Err(e.into()),
             }
         };
-        if let Some(observer) = &self.observer
-            && !wait.waited().is_zero()
-        {
-            observer.waited(wait.waited());
+        if let Some(observer) = &self.observer {
+            if !wait.waited().is_zero() {
+                observer.waited(wait.waited());
+            }
+            if outcome.is_ok() {
+                self.mint(observer.clone()).await;
+            }
         }
         outcome
+    }
+
+    /// Tells `observer` the token of the write that just committed on this session's
+    /// connection: the shard's WAL position now, at or after the end of its commit record.
+    /// A token that cannot be read costs the client a primary read, not the write.
+    async fn mint(&mut self, observer: Arc<dyn SessionObserver>) {
+        let Some(conn) = self.inner.as_mut() else {
+            return;
+        };
+        let epoch = self.shards.set().arrivals().epoch();
+        match conn
+            .within(Intent::Read, async |c| {
+                super::arrivals::wal_position(c).await
+            })
+            .await
+        {
+            Ok(Ok(lsn)) => observer.wrote(ConsistencyToken {
+                shard: self.name.clone(),
+                epoch,
+                lsn,
+            }),
+            Ok(Err(e)) => tracing::debug!(error = %e, "no consistency token for a write"),
+            Err(e) => tracing::debug!(error = %e, "no consistency token for a write"),
+        }
     }
 
     /// Sends the next statement to `shard` (a move changed the tenant's shard).

@@ -9,6 +9,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::arrivals::Arrivals;
 use super::move_wait::RouteChanges;
 use super::slot::Slot;
 use super::slot_map::{LiveSlotMap, Owner};
@@ -105,6 +106,8 @@ pub struct ShardSet {
     slot_map: Arc<LiveSlotMap>,
     /// Rung when routing may have changed (slot map installs, directory evictions).
     route_changes: Arc<RouteChanges>,
+    /// What each shard's replica must have replayed before it serves reads.
+    arrivals: Arc<Arrivals>,
 }
 
 impl ShardSet {
@@ -152,12 +155,18 @@ impl ShardSet {
             })
             .collect::<Result<Vec<_>, PoolBuildError>>()?;
         let route_changes = Arc::new(RouteChanges::default());
-        let slot_map = Arc::new(LiveSlotMap::new(&topology, route_changes.clone()));
+        let arrivals = Arc::new(Arrivals::new(&topology));
+        let slot_map = Arc::new(LiveSlotMap::new(
+            &topology,
+            route_changes.clone(),
+            arrivals.clone(),
+        ));
         Ok(Self {
             topology,
             shards,
             slot_map,
             route_changes,
+            arrivals,
         })
     }
 
@@ -179,6 +188,11 @@ impl ShardSet {
     /// The live slot map, to reload or to show.
     pub fn slot_map(&self) -> &Arc<LiveSlotMap> {
         &self.slot_map
+    }
+
+    /// Where tenants last arrived on each shard (see [`super::arrivals`]).
+    pub fn arrivals(&self) -> &Arrivals {
+        &self.arrivals
     }
 
     /// What writes waiting out a move listen to (see [`super::move_wait`]).

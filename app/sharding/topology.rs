@@ -56,13 +56,16 @@ impl ShardSpec {
 
     /// Connections this shard may hold open at once: its pools, plus the one session a
     /// background task keeps on the primary (a per-shard leader election holds its lock
-    /// there, outside the pool), plus the liveness monitor's session on each server.
+    /// there, outside the pool), plus the liveness monitor's session on each server, plus, with a replica, the replay
+    /// poller's session on each server.
     pub fn max_connections(&self) -> u32 {
         const LEADER_SESSION: u32 = 1;
         const LIVENESS_SESSION: u32 = 1;
+        // A shard with a replica has its replay poller's session on each server.
+        const REPLAY_SESSION: u32 = 1;
         let primary = self.primary_pool_size + LEADER_SESSION + LIVENESS_SESSION;
         let replica = if self.replica_url.is_some() {
-            self.replica_pool_size + LIVENESS_SESSION
+            self.replica_pool_size + LIVENESS_SESSION + 2 * REPLAY_SESSION
         } else {
             0
         };
@@ -91,6 +94,23 @@ pub struct Topology {
     pub auto_assigned: bool,
     /// How writes refused by a move's fence wait for it to lift.
     pub move_wait: MoveWaitPolicy,
+    /// When a tenant read may be served by its shard's replica.
+    pub replica_reads: ReplicaReadPolicy,
+}
+
+/// `[database] max_replica_lag_ms`, `ryow_wait_ms`, `replay_poll_ms` and
+/// `reads_without_token`: when a tenant read may use its shard's replica (see
+/// [`super::consistency`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReplicaReadPolicy {
+    /// A replica further behind its primary serves no read.
+    pub max_lag: Duration,
+    /// How long a read waits for the replica to replay its consistency token.
+    pub ryow_wait: Duration,
+    /// How often each replica's replay position is read.
+    pub poll: Duration,
+    /// Whether a read without a token may use the replica (stale by at most `max_lag`).
+    pub without_token: bool,
 }
 
 /// `[sharding] move_wait_ms` and `move_wait_max`: a write refused because its tenant is

@@ -27,6 +27,7 @@ use crate::search::reindexer::{self, IndexStates, ReindexOptions};
 use crate::sharding::access::Shards;
 use crate::sharding::cross_shard::CrossShard;
 use crate::sharding::health::spawn_replica_monitor;
+use crate::sharding::replay::spawn_replay_pollers;
 use crate::sharding::replicas::ReplicaStates;
 use crate::sharding::{DirectoryRouter, PinRouter, ShardRouter, ShardSet};
 use crate::telemetry::MetricSource;
@@ -286,7 +287,8 @@ impl Application {
         &self.state
     }
 
-    /// Starts what runs beside the requests: the replica and liveness monitors, the metrics
+    /// Starts what runs beside the requests: the replay pollers, the replica and liveness
+    /// monitors, the metrics
     /// upkeep, the directory listener (with directory routing), and when enabled the
     /// reindexers and the job worker. They run until aborted.
     fn spawn_tasks(&self) -> Vec<tokio::task::JoinHandle<()>> {
@@ -294,7 +296,8 @@ impl Application {
         let (set, replicas) = b.shards.shared();
         let breakers = b.metrics.breakers().into_iter();
         let breakers = breakers.map(|(_, breaker)| Arc::clone(breaker)).collect();
-        let mut tasks = vec![
+        let mut tasks = spawn_replay_pollers(Arc::clone(&set), Arc::clone(&replicas));
+        tasks.extend([
             spawn_replica_monitor(
                 set,
                 replicas,
@@ -303,7 +306,7 @@ impl Application {
             ),
             spawn_liveness_monitor(breakers, self.liveness_interval),
             self.state.parts().metrics.spawn_upkeep(),
-        ];
+        ]);
         let mut invalidated: Vec<Arc<dyn Invalidated>> = Vec::new();
         if let Some(router) = b.directory.clone() {
             invalidated.push(router);

@@ -12,7 +12,10 @@ use axum::extract::Request;
 use axum::response::Response;
 use tower::Service;
 
+use axum::response::IntoResponse;
+
 use super::around::{Answer, Around};
+use super::consistency::{self, Brought};
 use super::request_facts::{RequestFacts, remember_tenant};
 use crate::tenancy::auth::{AuthError, Authenticator};
 use crate::tenancy::members::Role;
@@ -58,6 +61,12 @@ impl Around for Authenticate {
                         }));
                 }
                 Ok(proven) => {
+                    // Every tenant route refuses a garbage token, whether it reads a shard
+                    // or not, as the API document says.
+                    match consistency::brought(&parts) {
+                        Ok(token) => parts.extensions.insert(Brought(token)),
+                        Err(refused) => return Ok(refused.into_response()),
+                    };
                     remember_tenant(&mut parts.extensions, &proven.tenant);
                     parts.extensions.insert(proven);
                 }

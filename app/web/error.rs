@@ -40,6 +40,7 @@ pub const CODES: &[&str] = &[
     "invalid_api_key",
     "invalid_authorization",
     "invalid_body",
+    "invalid_consistency_token",
     "invalid_form",
     "invalid_query",
     "invalid_session",

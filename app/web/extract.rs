@@ -12,6 +12,7 @@ use axum::http::request::Parts;
 use uuid::Uuid;
 
 use super::authenticate::AuthFailure;
+use super::consistency::Brought;
 use super::error::ApiError;
 use super::request_facts::RequestFacts;
 pub use super::request_facts::Tenant;
@@ -93,12 +94,13 @@ where
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
         let Tenant(tenant) = Tenant::from_request_parts(parts, state).await?;
+        let after = parts.extensions.get::<Brought>().and_then(|b| b.0.clone());
         let observer = parts
             .extensions
             .get::<RequestFacts>()
             .map(RequestFacts::observer);
         Ok(Shards::from_ref(state)
-            .session(tenant.as_str(), observer)
+            .session(tenant.as_str(), observer, after)
             .await?)
     }
 }

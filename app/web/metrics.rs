@@ -78,7 +78,8 @@ fn spawn_upkeep(handle: PrometheusHandle) -> tokio::task::JoinHandle<()> {
     })
 }
 
-/// Times each request and records route, status and serving shard; sets `X-Shard`.
+/// Times each request and records route, status and serving shard; sets `X-Shard`, and
+/// `X-Read-From` and `X-Consistency-Token` (see [`super::consistency`]).
 /// Layered onto the router as `AroundLayer(Track)`: it needs the matched route.
 #[derive(Clone, Copy, Default)]
 pub struct Track;
@@ -107,6 +108,7 @@ impl Around for Track {
                     m.duration.record(started.elapsed().as_secs_f64());
                 })
             });
+            super::consistency::label(&mut response, &facts, !route.starts_with("/api/"));
             Ok(response)
         })
     }
@@ -320,6 +322,24 @@ impl ShardMetrics {
         }
     }
 
+    /// Where each shard's tenant reads went, and its replica's lag at the last poll.
+    fn record_replica_reads(&self) {
+        for shard in self.shards.set().iter() {
+            if shard.replica_pool().is_none() {
+                continue;
+            }
+            let c = self.shards.replicas().counts(shard.id());
+            let labels = [("shard", shard.name().to_owned())];
+            metrics::counter!("replica_reads_total", &labels).absolute(c.replica);
+            metrics::counter!("primary_reads_total", &labels).absolute(c.primary);
+            metrics::counter!("token_waits_total", &labels).absolute(c.token_waits);
+            metrics::counter!("token_fallbacks_total", &labels).absolute(c.token_fallbacks);
+            // -1 while no poll has answered: the lag is unknown, not zero.
+            let lag = c.lag_ms.map_or(-1.0, |ms| ms as f64 / 1000.0);
+            metrics::gauge!("replica_replay_lag_seconds", &labels).set(lag);
+        }
+    }
+
     /// The directory router's counters are kept in the router (cheap atomics on the request
     /// path) and copied into the registry when scraped.
     fn record_directory(&self) {
@@ -354,6 +374,7 @@ impl MetricSource for ShardMetrics {
     fn record(&self) {
         self.record_pool_gauges();
         self.record_breakers();
+        self.record_replica_reads();
         self.record_directory();
         self.record_move_waits();
     }

@@ -6,6 +6,7 @@
 pub mod access_log;
 pub mod around;
 pub mod authenticate;
+pub mod consistency;
 pub mod csrf;
 pub mod drain;
 pub mod error;

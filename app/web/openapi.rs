@@ -248,6 +248,7 @@ fn complete_operation(operation: &mut Operation, access: Access, has_body: bool)
             )]);
             let parameters = operation.parameters.get_or_insert_with(Vec::new);
             parameters.push(tenant_header());
+            parameters.push(consistency_token_parameter());
         }
         Access::Admin => {
             shared.extend([400, 401, 500]);
@@ -267,6 +268,21 @@ fn complete_operation(operation: &mut Operation, access: Access, has_body: bool)
         answer.headers.insert("X-Served-By".to_owned(), served_by());
         if access == Access::Tenant && status.starts_with('2') {
             answer.headers.insert("X-Shard".to_owned(), shard_header());
+            answer.headers.insert(
+                "X-Consistency-Token".to_owned(),
+                string_header(
+                    "On an answer to a write: the token naming it. Send it back on later reads \
+                     to see this write and everything before it.",
+                ),
+            );
+            answer.headers.insert(
+                "X-Read-From".to_owned(),
+                string_header(
+                    "On an answer to a read: `replica` or `primary`, and why (`; why=token`, \
+                     `lag`, `no_token` or `no_replica`; a replica read without a token adds \
+                     `; lag_ms=N`, how stale it may be).",
+                ),
+            );
         }
     }
     for status in shared {
@@ -277,6 +293,26 @@ fn complete_operation(operation: &mut Operation, access: Access, has_body: bool)
             )))
         });
     }
+}
+
+/// `X-Consistency-Token`: the latest token the client's writes answered with.
+fn consistency_token_parameter() -> utoipa::openapi::path::Parameter {
+    ParameterBuilder::new()
+        .name("X-Consistency-Token")
+        .parameter_in(ParameterIn::Header)
+        .required(Required::False)
+        .description(Some(
+            "The `X-Consistency-Token` of the client's latest write, sent back as it came: a \
+             read then shows that write and everything before it (from the replica once it \
+             has replayed it, else from the primary). Opaque; anything else is a 400 \
+             (`invalid_consistency_token`).",
+        ))
+        .schema(Some(
+            ObjectBuilder::new()
+                .schema_type(SchemaType::new(Type::String))
+                .pattern(Some(crate::sharding::consistency::TOKEN_PATTERN)),
+        ))
+        .build()
 }
 
 /// `X-Tenant-Id`: optional with a key (which names its tenant), the routing key either way.

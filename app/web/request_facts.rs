@@ -1,12 +1,14 @@
 //! What the layers around the router learn about a request from the extractors inside it:
-//! its tenant, the shard that served it and how long it waited out a move. The access log,
-//! the metrics and the `X-Shard` header read them once the request is answered.
+//! its tenant, the shard that served it, how long it waited out a move, where its read went
+//! and its write's consistency token. The access log, the metrics and the `X-Shard`,
+//! `X-Read-From` and `X-Consistency-Token` headers read them once the request is answered.
 
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use axum::http::Extensions;
 
+use crate::sharding::consistency::{ConsistencyToken, ReadFrom};
 use crate::sharding::session::SessionObserver;
 use crate::sharding::shard_name::ShardName;
 use crate::tenancy::TenantId;
@@ -24,6 +26,10 @@ struct Facts {
     shard: Mutex<Option<ShardName>>,
     /// How long the request's write waited for a move's fence to lift.
     waited: OnceLock<Duration>,
+    /// Where its first tenant read went.
+    read_from: OnceLock<ReadFrom>,
+    /// Its latest write's token.
+    token: Mutex<Option<ConsistencyToken>>,
 }
 
 impl SessionObserver for Facts {
@@ -33,6 +39,14 @@ impl SessionObserver for Facts {
 
     fn waited(&self, waited: Duration) {
         let _ = self.waited.set(waited);
+    }
+
+    fn read_from(&self, from: ReadFrom) {
+        let _ = self.read_from.set(from);
+    }
+
+    fn wrote(&self, token: ConsistencyToken) {
+        *self.token.lock().unwrap_or_else(|p| p.into_inner()) = Some(token);
     }
 }
 
@@ -61,6 +75,20 @@ impl RequestFacts {
     pub fn with_shard<R>(&self, f: impl FnOnce(Option<&str>) -> R) -> R {
         let shard = self.0.shard.lock().unwrap_or_else(|p| p.into_inner());
         f(shard.as_ref().map(ShardName::as_str))
+    }
+
+    /// Where the request's tenant read went, if it made one.
+    pub fn read_from(&self) -> Option<ReadFrom> {
+        self.0.read_from.get().copied()
+    }
+
+    /// The token of the request's latest write, if it wrote.
+    pub fn token(&self) -> Option<ConsistencyToken> {
+        self.0
+            .token
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     /// How long the request waited out a move, if it did.

@@ -120,7 +120,7 @@ impl DirectoryRouter {
         match key.as_text() {
             None => Ok(self.pins.decide(key, shards)),
             Some(text) => self.answer(
-                &self.decide(key, self.fetch(text).await?, shards),
+                &self.decide(key, self.fetch(text, shards).await?, shards),
                 key,
                 shards,
             ),
@@ -208,17 +208,24 @@ impl DirectoryRouter {
 
     /// Asks the control database for `key`'s row, within the lookup timeout. While the
     /// control database's breaker is open, fails at once (cached routes keep serving).
-    async fn fetch(&self, key: &str) -> Result<Option<String>, RouteError> {
+    /// The row's shard's latest arrival raises its replica's floor before the route is
+    /// used (see [`crate::sharding::arrivals`]).
+    async fn fetch(&self, key: &str, shards: &ShardSet) -> Result<Option<String>, RouteError> {
         match self
             .control
-            .run(async |c| table::shard_of(c, key).await)
+            .run(async |c| table::placement_of(c, key).await)
             .await
         {
             Ok(row) => {
                 if self.lookups_failing.swap(false, Ordering::AcqRel) {
                     tracing::info!("directory lookups work again");
                 }
-                Ok(row)
+                Ok(row.map(|(shard, arrival)| {
+                    if let Some(arrival) = arrival {
+                        shards.arrivals().raise(&[arrival]);
+                    }
+                    shard
+                }))
             }
             Err(cause) => {
                 if !self.lookups_failing.swap(true, Ordering::AcqRel) {
@@ -244,7 +251,7 @@ impl DirectoryRouter {
         self.counters.misses.fetch_add(1, Ordering::Relaxed);
         let epoch = self.cache.epoch();
         let fetched = Instant::now();
-        match self.fetch(key).await {
+        match self.fetch(key, shards).await {
             Ok(row) => {
                 let decision = self.decide(ShardKey::Str(key), row, shards);
                 let result = self.answer(&decision, ShardKey::Str(key), shards);

@@ -6,6 +6,8 @@ use chrono::{DateTime, Utc};
 use diesel::prelude::*;
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
 
+use crate::sharding::arrivals::Arrival;
+
 /// The channel the table's trigger notifies on; the payload is the changed tenant key,
 /// or empty when the whole table was truncated.
 pub const CHANNEL: &str = "autumn_shard_directory";
@@ -38,6 +40,45 @@ pub async fn shard_of(conn: &mut AsyncPgConnection, key: &str) -> QueryResult<Op
         .first(conn)
         .await
         .optional()
+}
+
+#[derive(QueryableByName)]
+struct Placement {
+    #[diesel(sql_type = diesel::sql_types::Text)]
+    shard_name: String,
+    #[diesel(sql_type = diesel::sql_types::Nullable<diesel::sql_types::BigInt>)]
+    lsn: Option<i64>,
+    #[diesel(sql_type = diesel::sql_types::Nullable<diesel::sql_types::BigInt>)]
+    epoch: Option<i64>,
+}
+
+/// The shard named by `key`'s row, if it has one, with that shard's latest arrival (read
+/// in the same snapshot: a move records the arrival before it writes the row).
+pub async fn placement_of(
+    conn: &mut AsyncPgConnection,
+    key: &str,
+) -> QueryResult<Option<(String, Option<Arrival>)>> {
+    let row: Option<Placement> = diesel::sql_query(
+        "SELECT d.shard_name, (a.arrival_lsn - '0/0'::pg_lsn)::bigint AS lsn, a.epoch \
+         FROM _autumn_shard_directory d \
+         LEFT JOIN _autumn_shard_arrivals a ON a.shard_name = d.shard_name \
+         WHERE d.tenant_key = $1",
+    )
+    .bind::<diesel::sql_types::Text, _>(key)
+    .get_result(conn)
+    .await
+    .optional()?;
+    Ok(row.map(|p| {
+        let arrival = match (p.lsn, p.epoch) {
+            (Some(lsn), Some(epoch)) => Some(Arrival {
+                shard_name: p.shard_name.clone(),
+                lsn,
+                epoch,
+            }),
+            _ => None,
+        };
+        (p.shard_name, arrival)
+    }))
 }
 
 pub async fn get(conn: &mut AsyncPgConnection, key: &str) -> QueryResult<Option<DirectoryRow>> {

@@ -26,6 +26,7 @@ use arc_swap::ArcSwap;
 use diesel_async::AsyncPgConnection;
 use tokio::sync::Notify;
 
+use super::arrivals::{self, Arrivals};
 use super::move_wait::RouteChanges;
 use super::slot_range::SlotRange;
 use super::topology::Topology;
@@ -55,12 +56,15 @@ pub struct LiveSlotMap {
     failing: AtomicBool,
     /// Rung after an install that changed an owner.
     changes: Arc<RouteChanges>,
+    /// Raised from the same reload, before the map it came with is installed.
+    arrivals: Arc<Arrivals>,
 }
 
 impl LiveSlotMap {
-    pub fn new(topology: &Topology, changes: Arc<RouteChanges>) -> Self {
+    pub fn new(topology: &Topology, changes: Arc<RouteChanges>, arrivals: Arc<Arrivals>) -> Self {
         Self {
             changes,
+            arrivals,
             current: ArcSwap::from_pointee(SlotOwners::baseline(topology)),
             reload: Notify::new(),
             reloads: AtomicU64::new(0),
@@ -110,6 +114,8 @@ impl LiveSlotMap {
         conn: &mut AsyncPgConnection,
     ) -> diesel::QueryResult<()> {
         let overrides = load(conn).await?;
+        // Read after the map: a move records an arrival before it changes the map.
+        self.arrivals.raise(&arrivals::load(conn).await?);
         self.install(topology, overrides);
         Ok(())
     }
@@ -126,8 +132,11 @@ impl LiveSlotMap {
         topology: &Topology,
         lookups: &ControlLookups,
     ) -> Result<(), LookupError> {
-        match lookups.run(async |c| load(c).await).await {
-            Ok(overrides) => {
+        // The arrivals are read after the map: a move records one before it changes the map.
+        let read = lookups.run(async |c| Ok((load(c).await?, arrivals::load(c).await?)));
+        match read.await {
+            Ok((overrides, arrived)) => {
+                self.arrivals.raise(&arrived);
                 self.install(topology, overrides);
                 if self.failing.swap(false, Ordering::AcqRel) {
                     tracing::info!("the slot map reloads again");
