@@ -154,6 +154,10 @@ pub trait MoveIo {
         note: &str,
     ) -> Result<(), DbError>;
 
+    /// Records that the move's tenants arrive on `to` with every copied row at or before
+    /// the destination's WAL position now (see [`crate::sharding::arrivals`]).
+    async fn record_arrival(&mut self, to: &str) -> Result<(), DbError>;
+
     /// Gives `ranges` to `to` in the live slot map.
     async fn assign_slots(
         &mut self,

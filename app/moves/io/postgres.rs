@@ -20,9 +20,9 @@ use crate::moves::{slot_guard, tenant_guard};
 use crate::pg::DbUrl;
 use crate::pg::pool::{PgConn, PgPool};
 use crate::sharding::directory::{placed, table};
-use crate::sharding::slot_map;
 use crate::sharding::tenant_rows::TenantTable;
 use crate::sharding::{ShardSet, SlotRange};
+use crate::sharding::{arrivals, slot_map};
 use crate::tenancy::TenantId;
 
 /// Sessions to a move's source and destination, and its tables as the source has them.
@@ -310,6 +310,17 @@ impl MoveIo for PgMoveIo<'_> {
             None => drop(table::remove(&mut conn, tenant).await?),
         }
         Ok(())
+    }
+
+    async fn record_arrival(&mut self, to: &str) -> Result<(), DbError> {
+        let row = self
+            .pair
+            .dest
+            .query_one(arrivals::WAL_POSITION, &[])
+            .await
+            .map_err(DbError::Shard)?;
+        let lsn: i64 = row.get(0);
+        Ok(arrivals::record(&mut *self.conn().await?, to, lsn).await?)
     }
 
     async fn assign_slots(

@@ -23,6 +23,11 @@ pub async fn run<Io: MoveIo>(
         .open_destination(&scope, m.id)
         .await
         .map_err(on_db(format!("cannot open {} to the tenants", m.to)))?;
+    // Before routing changes: whoever learns the new route learns the arrival with it.
+    cx.io
+        .record_arrival(&m.to)
+        .await
+        .map_err(on_db(format!("cannot record the arrival on {}", m.to)))?;
     routing::route_to(&scope, cx.io, m, &m.to.clone()).await?;
     // The destination's reindexer indexes rows as they are copied in; this rebuild (routed
     // to the new shard when it runs) makes each tenant's index and tag counts exact there

@@ -462,6 +462,11 @@ impl MoveIo for MemoryIo {
         })
     }
 
+    async fn record_arrival(&mut self, _to: &str) -> Result<(), DbError> {
+        // Only replica reads use arrivals: a call that may crash, and nothing else.
+        self.call()
+    }
+
     async fn enqueue_reindex(&mut self, move_id: i64, tenants: &[TenantId]) -> Result<(), DbError> {
         self.control(|w| {
             for t in tenants {
