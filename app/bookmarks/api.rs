@@ -20,8 +20,8 @@ use crate::sharding::access::Shards;
 use crate::tenancy::auth::Authenticated;
 use crate::web::error::ApiError;
 use crate::web::extract::{
-    ApiJson, ApiQuery, QueryFailure, QueryFlag, ShardedDb, ShardedReadDb, Tenant, WorkError,
-    blank_or_bool, blank_or_uuid, refuse_nul,
+    ApiJson, ApiQuery, ConnectionMode, QueryFailure, QueryFlag, ShardedDb, ShardedReadDb, Tenant,
+    TenantSession, WorkError, blank_or_bool, blank_or_uuid, refuse_nul,
 };
 use crate::web::openapi::ErrorBody;
 
@@ -274,7 +274,7 @@ impl WorkError for StoreError {
     }
 }
 
-fn view(db: &ShardedDb, bookmark: &Bookmark) -> Response {
+fn view<M: ConnectionMode>(db: &TenantSession<M>, bookmark: &Bookmark) -> Response {
     Json(BookmarkView {
         shard: db.shard(),
         bookmark,
@@ -323,7 +323,7 @@ async fn create(
 async fn list(
     Tenant(tenant): Tenant,
     ApiQuery(params): ApiQuery<ListParams>,
-    mut db: ShardedDb,
+    mut db: ShardedReadDb,
 ) -> Result<Response, ApiError> {
     let query = params.parse()?;
     let page = db
@@ -352,7 +352,7 @@ async fn list(
 async fn show(
     Tenant(tenant): Tenant,
     BookmarkPath(id): BookmarkPath<Uuid>,
-    mut db: ShardedDb,
+    mut db: ShardedReadDb,
 ) -> Result<Response, ApiError> {
     match db.read(async |c| store::get(c, &tenant, id).await).await? {
         Some(b) => Ok(view(&db, &b)),

@@ -28,7 +28,7 @@ use crate::collections::model::Collection;
 use crate::sharding::access::Shards;
 use crate::tenancy::TenantId;
 use crate::web::error::ApiError;
-use crate::web::extract::{ApiQuery, ShardedDb, Tenant};
+use crate::web::extract::{ApiQuery, ShardedReadDb, Tenant};
 
 /// Rows per page: one statement's worth, and what an export holds in memory at once.
 const PAGE: i64 = 1000;
@@ -96,7 +96,7 @@ struct ExportDocument {
 async fn export(
     Tenant(tenant): Tenant,
     ApiQuery(params): ApiQuery<ExportParams>,
-    mut db: ShardedDb,
+    mut db: ShardedReadDb,
 ) -> Result<Response, ApiError> {
     let format = params.format.unwrap_or_default();
     db.begin_snapshot().await?;
@@ -206,7 +206,7 @@ fn netscape_steps(tree: Vec<(Collection, usize)>) -> VecDeque<Step> {
 
 /// The export's session: its snapshot is open until the last page has been read.
 struct Reader {
-    db: ShardedDb,
+    db: ShardedReadDb,
     tenant: TenantId,
 }
 

@@ -31,7 +31,7 @@ use crate::tenancy::key_store::KeyCheck;
 use crate::tenancy::members::Role;
 use crate::web::csrf;
 use crate::web::error::ApiError;
-use crate::web::extract::{ShardedDb, UiForm};
+use crate::web::extract::{ConnectionMode, ShardedDb, ShardedReadDb, TenantSession, UiForm};
 
 /// The HTML pages.
 pub fn routes<S>() -> Router<S>
@@ -257,7 +257,7 @@ where
     let tag = params.tag.clone().unwrap_or_default();
     let q = params.q.clone().unwrap_or_default();
     let query = params.parse()?;
-    let mut db = ShardedDb::from_request_parts(&mut parts, &state).await?;
+    let mut db = ShardedReadDb::from_request_parts(&mut parts, &state).await?;
     let (page, all) = db
         .read(async |c| {
             let page = store::list(c, &tenant, &query).await?;
@@ -321,7 +321,10 @@ where
 }
 
 /// The tenant's collections in tree order, for a form's picker.
-async fn outlined(db: &mut ShardedDb, tenant: &TenantId) -> Result<Vec<Outlined>, ApiError> {
+async fn outlined<M: ConnectionMode>(
+    db: &mut TenantSession<M>,
+    tenant: &TenantId,
+) -> Result<Vec<Outlined>, ApiError> {
     let all = db
         .read(async |c| collections::list(c, tenant).await)
         .await?;
@@ -409,7 +412,7 @@ async fn sign_out(
 async fn new_form(
     Writer(who): Writer,
     jar: CookieJar,
-    mut db: ShardedDb,
+    mut db: ShardedReadDb,
 ) -> Result<Response, ApiError> {
     let (jar, csrf) = csrf::token(jar);
     let all = outlined(&mut db, &who.tenant).await?;
@@ -562,7 +565,7 @@ async fn create(
 async fn edit_form(
     Writer(who): Writer,
     jar: CookieJar,
-    mut db: ShardedDb,
+    mut db: ShardedReadDb,
     BookmarkPath(id): BookmarkPath<Uuid>,
 ) -> Result<Response, ApiError> {
     let (jar, csrf) = csrf::token(jar);

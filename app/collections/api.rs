@@ -18,7 +18,9 @@ use super::model::{Collection, CollectionChange, CollectionName, NewCollection};
 use super::store::{self, Removed};
 use crate::sharding::access::Shards;
 use crate::web::error::ApiError;
-use crate::web::extract::{ApiJson, ApiQuery, ShardedDb, Tenant};
+use crate::web::extract::{
+    ApiJson, ApiQuery, ConnectionMode, ShardedDb, ShardedReadDb, Tenant, TenantSession,
+};
 use crate::web::openapi::ErrorBody;
 
 /// The API document's tag of these operations.
@@ -89,7 +91,7 @@ pub struct DeleteParams {
     with_contents: Option<bool>,
 }
 
-fn view(db: &ShardedDb, collection: &Collection) -> Response {
+fn view<M: ConnectionMode>(db: &TenantSession<M>, collection: &Collection) -> Response {
     Json(CollectionView {
         shard: db.shard(),
         collection,
@@ -104,7 +106,7 @@ fn view(db: &ShardedDb, collection: &Collection) -> Response {
     tag = TAG,
     responses((status = 200, description = "Every collection of the tenant.", body = CollectionList))
 )]
-async fn list(Tenant(tenant): Tenant, mut db: ShardedDb) -> Result<Response, ApiError> {
+async fn list(Tenant(tenant): Tenant, mut db: ShardedReadDb) -> Result<Response, ApiError> {
     let all = db.read(async |c| store::list(c, &tenant).await).await?;
     Ok(Json(CollectionList {
         shard: db.shard(),
@@ -153,7 +155,7 @@ async fn create(
 async fn show(
     Tenant(tenant): Tenant,
     CollectionId(id): CollectionId,
-    mut db: ShardedDb,
+    mut db: ShardedReadDb,
 ) -> Result<Response, ApiError> {
     match db.read(async |c| store::get(c, &tenant, id).await).await? {
         Some(found) => Ok(view(&db, &found)),
