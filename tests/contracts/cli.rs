@@ -153,9 +153,10 @@ fn the_repository_topology_passes_check_config_and_shows_the_budget() {
         .expect("a shard1 row");
     assert!(shard1.contains("8192-16383"), "{shard1}");
     // control 8 + directory listener 1 + control liveness 1
-    // + shard0: primary 8 + leader session 1 + liveness 1, replica 4 + liveness 1
+    // + shard0: primary 8 + leader session 1 + liveness 1, replica 4 + liveness 1, and the
+    //   replay poller's session on each server 2
     // + shard1: primary 8 + leader session 1 + liveness 1.
-    assert!(out.contains("total_max_connections: 35"), "{out}");
+    assert!(out.contains("total_max_connections: 37"), "{out}");
     assert!(out.contains("directory_router: true"), "{out}");
     assert!(!out.contains(":bookmarks@"), "passwords are masked: {out}");
 }

@@ -331,8 +331,9 @@ fn total_max_connections_counts_control_primaries_and_only_configured_replicas()
     let s = load(&text).unwrap();
     assert_eq!(
         s.topology.total_max_connections(),
-        // Each server adds its liveness session; each primary its leader session.
-        5 + (7 + 1 + 1 + 3 + 1) + (7 + 1 + 1)
+        // Each server adds its liveness session; each primary its leader session; a shard
+        // with a replica the replay poller's session on both of its servers.
+        5 + (7 + 1 + 1 + 3 + 1 + 2) + (7 + 1 + 1)
     );
 }
 
