@@ -26,6 +26,7 @@ mod openapi;
 mod outages;
 mod partitions;
 mod range_moves;
+mod replica_reads;
 mod search;
 mod service;
 mod states;

@@ -99,7 +99,7 @@ async fn an_unready_replica_degrades_reads_to_the_primary_or_fails_readiness_as_
             ),
             ("shard1".to_owned(), primary.port, "shard1".to_owned(), None),
         ],
-        extra: format!("replica_fallback = \"{fallback}\""),
+        extra: format!("replica_fallback = \"{fallback}\"\nreads_without_token = \"replica\""),
         slots: Vec::new(),
         connect_timeout_ms: CONNECT_TIMEOUT_MS,
     };
@@ -156,9 +156,17 @@ async fn an_unready_replica_degrades_reads_to_the_primary_or_fails_readiness_as_
     let body: Value = res.json().await.unwrap();
     assert_eq!(body["error"]["code"], "replica_unavailable");
     assert_eq!(body["error"]["shard"], "shard0");
-    // Primary reads of the tenant's own data are unaffected.
+    // Every tenant read is a replica read, so the list is refused too; writes go on.
     let own = strict.get_as("/api/bookmarks", "hooli").await;
-    assert_eq!(own.status(), 200);
+    assert_eq!(own.status(), 503);
+    let res = strict
+        .post("/api/bookmarks")
+        .headers(strict.tenant("hooli").await)
+        .json(&json!({"url": "https://written-meanwhile.example"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 201);
 
     replica.container.start().await.unwrap();
     let back = eventually(Duration::from_secs(30), || async {

@@ -265,7 +265,7 @@ async fn a_statement_slow_on_a_live_server_waits_past_its_deadline_and_one_cut_o
 async fn a_frozen_replica_costs_one_deadline_then_reads_go_to_the_primary_until_it_thaws() {
     // Its timings assert fail-fast answers: no other test loads the machine meanwhile.
     let _alone = alone().await;
-    let mut layout = layout(&deadline_config("")).await;
+    let mut layout = layout(&deadline_config("reads_without_token = \"replica\"")).await;
     let relay = Relay::start(layout.shards[0].3.unwrap()).await;
     layout.shards[0].3 = Some(relay.port);
     let app = TestApp::spawn(layout.settings(), "frozen-replica").await;

@@ -440,7 +440,8 @@ async fn a_tenant_reads_its_own_writes_immediately_and_can_edit_and_delete() {
 
 #[tokio::test]
 async fn the_replica_streams_shard0_and_serves_lag_tolerant_reads() {
-    let (app, layout) = app().await;
+    let layout = layout("reads_without_token = \"replica\"").await;
+    let app = TestApp::spawn(layout.settings(), "test-instance").await;
     let c = cluster().await;
     let (_, _, db, _) = &layout.shards[0];
     let in_recovery = sql(c.replica0, db, "SELECT pg_is_in_recovery()").await;
@@ -638,7 +639,9 @@ async fn health_readiness_and_metrics_describe_every_shard() {
     );
     assert_eq!(
         actuator["total_max_connections"],
-        8 + (8 + 1 + 1 + 4 + 1) + (8 + 1 + 1)
+        // Shard0's replica adds its pool, its liveness session and the replay poller's
+        // session on each of the shard's servers.
+        8 + (8 + 1 + 1 + 4 + 1 + 2) + (8 + 1 + 1)
     );
     app.stop().await;
 }

@@ -317,9 +317,25 @@ impl Layout {
         }
     }
 
+    /// Reads without a consistency token go to the primary unless `extra` says otherwise:
+    /// most tests read what they just wrote without carrying the token a client would, and
+    /// the tests of replica reads set `reads_without_token` themselves.
+    /// The same databases with `more` added to the `[database]` section.
+    pub fn with_extra(self, more: &str) -> Self {
+        Self {
+            extra: format!("{more}{}", self.extra),
+            ..self
+        }
+    }
+
     pub fn toml(&self) -> String {
+        let tokenless = if self.extra.contains("reads_without_token") {
+            ""
+        } else {
+            "reads_without_token = \"primary\"\n"
+        };
         let mut t = format!(
-            "[database]\nprimary_url = \"{}\"\nconnect_timeout_ms = {}\nacquire_timeout_ms = {}\n{}\n",
+            "[database]\nprimary_url = \"{}\"\nconnect_timeout_ms = {}\nacquire_timeout_ms = {}\n{tokenless}{}\n",
             url(self.control.0, &self.control.1),
             self.connect_timeout_ms,
             self.connect_timeout_ms + 500,
