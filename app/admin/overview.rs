@@ -46,6 +46,19 @@ pub struct ReplicaState {
     pub lag_ms: Option<u64>,
     /// Where replica-aware reads go now.
     pub reads: &'static str,
+    /// Tenant reads this web replica sent to the shard's replica since it started.
+    pub replica_reads: u64,
+    /// Tenant reads this web replica sent to the shard's primary instead (no token the
+    /// replica had replayed in time, too much lag, or the replica unready).
+    pub primary_reads: u64,
+}
+
+impl ReplicaState {
+    /// The replica's share of this web replica's tenant reads, in percent, once there are any.
+    pub fn share(&self) -> Option<u64> {
+        let all = self.replica_reads + self.primary_reads;
+        (all > 0).then(|| self.replica_reads * 100 / all)
+    }
 }
 
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
@@ -180,17 +193,22 @@ pub async fn shard_cards(
                 slot_count: owned[i].iter().map(|r| r.len()).sum(),
                 ranges: display_ranges(&owned[i]),
                 primary,
-                replica: replica.map(|server| ReplicaState {
-                    reads: if state.shards.replicas().is_ready(shard.id()) {
-                        "replica"
-                    } else {
-                        match shard.replica_fallback() {
-                            crate::sharding::ReplicaFallback::Primary => "primary (fallback)",
-                            crate::sharding::ReplicaFallback::FailReadiness => "refused",
-                        }
-                    },
-                    server,
-                    lag_ms: lag,
+                replica: replica.map(|server| {
+                    let counts = state.shards.replicas().counts(shard.id());
+                    ReplicaState {
+                        reads: if state.shards.replicas().is_ready(shard.id()) {
+                            "replica"
+                        } else {
+                            match shard.replica_fallback() {
+                                crate::sharding::ReplicaFallback::Primary => "primary (fallback)",
+                                crate::sharding::ReplicaFallback::FailReadiness => "refused",
+                            }
+                        },
+                        server,
+                        lag_ms: lag,
+                        replica_reads: counts.replica,
+                        primary_reads: counts.primary,
+                    }
                 }),
                 pools,
                 bookmarks: answered.map(|a| a.value.0.0),
