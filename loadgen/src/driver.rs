@@ -19,6 +19,7 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 use super::config::Config;
+use super::consistency::Consistency;
 use super::ending::Ending;
 use super::faults::Sample;
 use super::mix::{Mix, Op};
@@ -58,6 +59,8 @@ pub struct Shared {
     progress: bool,
     /// Every write and its outcome, with `--verify`.
     history: Option<History>,
+    /// Each tenant's latest consistency token, and what reads did with it.
+    consistency: Consistency,
     /// One JSON line per request, with `--events`.
     events: Option<Mutex<BufWriter<File>>>,
     /// Every request's time, latency and error kind, with `--timeline`.
@@ -78,6 +81,8 @@ struct Answer {
     shard: Option<String>,
     /// The JSON error code of a non-2xx answer (`shard_unavailable`).
     code: Option<String>,
+    /// Where a read was served, as `X-Read-From` said.
+    read_from: Option<String>,
 }
 
 impl Answer {
@@ -87,6 +92,7 @@ impl Answer {
             ending,
             shard,
             code: None,
+            read_from: None,
         }
     }
 
@@ -146,6 +152,7 @@ impl Shared {
             created: AtomicU64::new(0),
             updated: AtomicU64::new(0),
             history: config.verify.is_some().then(History::default),
+            consistency: Consistency::new(population.names().len()),
             events: events.map(|f| Mutex::new(BufWriter::new(f))),
             samples: config.timeline.is_some().then(Mutex::default),
             born: Instant::now(),
@@ -195,6 +202,11 @@ impl Shared {
 
     pub(crate) fn population(&self) -> &Population {
         &self.population
+    }
+
+    /// Each tenant's latest token, where reads were served, and the stale ones.
+    pub fn consistency(&self) -> &Consistency {
+        &self.consistency
     }
 
     /// The writes recorded so far (`--verify`).
@@ -417,6 +429,11 @@ impl Shared {
                 (self.client().get(url), Vec::new())
             }
             Op::Get => (self.client().get(one()), Vec::new()),
+            Op::Delete => {
+                let id = id.clone().unwrap_or_default();
+                self.consistency.deleting(tenant, &id);
+                (self.client().delete(one()), vec![WriteKind::Delete { id }])
+            }
             Op::Create | Op::Viewer => {
                 let n = self.created.fetch_add(1, Ordering::Relaxed);
                 let (body, url, content) = create_body(n);
@@ -452,10 +469,6 @@ impl Shared {
                     .json(&json!({ "operations": operations }));
                 (request, writes)
             }
-            Op::Delete => {
-                let id = id.clone().unwrap_or_default();
-                (self.client().delete(one()), vec![WriteKind::Delete { id }])
-            }
             Op::Collection => {
                 let n = self.collected.fetch_add(1, Ordering::Relaxed);
                 let name = format!("{}{n}", self.run_collections);
@@ -477,12 +490,23 @@ impl Shared {
                 .expect("checked above"),
             _ => self.as_tenant(request, tenant),
         };
+        // Reads bring the tenant's latest token: they see every write it was told was done.
+        let request = match (op, self.consistency.token(tenant)) {
+            (Op::List | Op::Get, Some(token)) => request.header("X-Consistency-Token", token),
+            _ => request,
+        };
         let verifying = self.history.is_some();
         let wants_body = matches!(op, Op::Create | Op::Collection | Op::Batch)
             || (verifying && !writes.is_empty())
             || (op == Op::List && !verifying && self.known(tenant).len() < LEARN_FROM_LISTS_BELOW);
         let sent = Instant::now();
-        let (answer, body) = self.send(request, op, wants_body).await;
+        let (answer, body) = self.send(request, op, wants_body, tenant).await;
+        if let (Op::Get, Ending::Status(404), Some(id), true) =
+            (op, answer.ending, id.as_deref(), verifying)
+        {
+            let from = answer.read_from.as_deref().unwrap_or_default();
+            self.consistency.not_found(tenant, name, id, from);
+        }
         // A batch is all or nothing: its writes share one answer, each with its own result.
         for (i, kind) in writes.into_iter().enumerate() {
             let acked_at = match op {
@@ -526,12 +550,14 @@ impl Shared {
     }
 
     /// Sends and reads the whole body (so the connection can be reused); parses it as JSON
-    /// when `wants_body`; notes `X-Shard`.
+    /// when `wants_body`; notes `X-Shard`, and keeps `tenant`'s consistency token and where
+    /// a read was served.
     async fn send(
         &self,
         request: reqwest::RequestBuilder,
         op: Op,
         wants_body: bool,
+        tenant: usize,
     ) -> (Answer, Option<Value>) {
         let response = match request.send().await {
             Ok(r) => r,
@@ -546,6 +572,17 @@ impl Shared {
             .get("x-shard")
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned);
+        if let Some(token) = response.headers().get("x-consistency-token") {
+            self.consistency.wrote(tenant, token);
+        }
+        let read_from = response
+            .headers()
+            .get("x-read-from")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        if let Some(from) = &read_from {
+            self.consistency.read_from(from);
+        }
         match response.bytes().await {
             Ok(body) => {
                 // An error's body is read for its code too (errors are rare; the code says
@@ -564,6 +601,7 @@ impl Shared {
                     ending: Ending::Status(status),
                     shard,
                     code,
+                    read_from,
                 };
                 (answer, json.filter(|_| wants_body))
             }
@@ -643,7 +681,7 @@ impl Shared {
                 "tags": ["loadgen", "prefill"],
             }));
         let sent = Instant::now();
-        let (answer, body) = self.send(request, Op::Create, true).await;
+        let (answer, body) = self.send(request, Op::Create, true, tenant).await;
         // A 409 is an earlier run's bookmark: not this run's write.
         if answer.ending != Ending::Status(409) {
             let (outcome, id) = promise(answer.ending, body.as_ref(), "/id");

@@ -15,6 +15,7 @@
 
 pub mod cli;
 pub mod config;
+pub mod consistency;
 pub mod driver;
 pub mod ending;
 pub mod faults;
@@ -95,6 +96,7 @@ pub async fn run_with_events(
         Load::Closed { concurrency } => driver::closed_loop(&shared, config, concurrency).await,
     };
     let mut report = shared.recorder().finish(config, window, prefill);
+    report.reads_from = shared.consistency().reads_from();
     if let Err(e) = shared.flush_events() {
         return Err(RunError::Events(e.to_string()));
     }
@@ -112,7 +114,10 @@ pub async fn run_with_events(
             .history()
             .map(verify::History::writes)
             .unwrap_or_default();
-        report.verdict = Some(verify::run(shared.service(), writes, shared.run_marks(), v).await);
+        let mut verdict = verify::run(shared.service(), writes, shared.run_marks(), v).await;
+        verdict.stale_ids = shared.consistency().stale_reads();
+        verdict.stale = verdict.stale_ids.len();
+        report.verdict = Some(verdict);
     }
     if let Some(path) = &config.timeline {
         let timeline = faults::Timeline::read(path).map_err(RunError::Timeline)?;

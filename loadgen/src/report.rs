@@ -323,6 +323,7 @@ impl Recorder {
             tenants: std::mem::take(&mut s.tenants),
             series,
             verdict: None,
+            reads_from: Default::default(),
             faults: None,
         }
     }
@@ -432,6 +433,8 @@ pub struct Report {
     /// `phantom`, `misplaced`, `unknown` and the lists beside them.
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
     pub verdict: Option<crate::verify::Verdict>,
+    /// Where the service served the reads (`X-Read-From`): the replicas' share.
+    pub reads_from: crate::consistency::ReadsFrom,
     /// Per fault window (`--timeline`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub faults: Option<crate::faults::FaultReport>,
@@ -505,6 +508,16 @@ impl Report {
             "\n{} requests in {:.1} s ({} due but not sent: in-flight cap)",
             self.total.requests, self.window_s, self.total.not_sent
         );
+        let reads = self.reads_from.replica + self.reads_from.primary;
+        if reads > 0 {
+            let _ = writeln!(
+                out,
+                "reads: {} served by replicas, {} by primaries ({:.1} % on replicas)",
+                self.reads_from.replica,
+                self.reads_from.primary,
+                self.reads_from.replica as f64 * 100.0 / reads as f64
+            );
+        }
         if self.prefill.requests > 0 {
             let _ = writeln!(
                 out,

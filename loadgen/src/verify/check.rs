@@ -124,12 +124,20 @@ pub struct Verdict {
     /// Tenants (or `shard:<name>`) whose read-back failed until the patience ran out: the
     /// checker could not judge them.
     pub unreadable: Vec<String>,
+    /// Reads during the run, sent with the tenant's latest consistency token, that did not
+    /// show a bookmark an acknowledged write had created (its count is `stale`).
+    pub stale: usize,
+    pub stale_ids: Vec<crate::consistency::StaleRead>,
 }
 
 impl Verdict {
     /// Nothing lost, phantom or misplaced, and everything read.
     pub fn passed(&self) -> bool {
-        self.lost == 0 && self.phantom == 0 && self.misplaced == 0 && self.unreadable.is_empty()
+        self.lost == 0
+            && self.phantom == 0
+            && self.misplaced == 0
+            && self.stale == 0
+            && self.unreadable.is_empty()
     }
 
     /// The verdict for the terminal: counts, then up to ten of each kind of finding.
@@ -173,11 +181,12 @@ impl Verdict {
         };
         let _ = writeln!(
             out,
-            "verify: lost {}, phantom {}, misplaced {}, unknown {}{resolved}: {}",
+            "verify: lost {}, phantom {}, misplaced {}, unknown {}{resolved}, stale reads {}: {}",
             self.lost,
             self.phantom,
             self.misplaced,
             self.unknown,
+            self.stale,
             if self.passed() { "PASSED" } else { "FAILED" }
         );
         for (kind, list) in [
@@ -189,6 +198,13 @@ impl Verdict {
                 let id = f.id.as_deref().unwrap_or("-");
                 let _ = writeln!(out, "  {kind} {} {id}: {}", f.tenant, f.what);
             }
+        }
+        for s in self.stale_ids.iter().take(10) {
+            let _ = writeln!(
+                out,
+                "  stale {} {} (read from {})",
+                s.tenant, s.id, s.read_from
+            );
         }
         for u in self.unreadable.iter().take(10) {
             let _ = writeln!(out, "  unreadable {u}");
