@@ -59,7 +59,7 @@ phase() { # name action…: the load for WINDOW seconds, the action 2 s into it
 	wait "$pid"
 }
 add_shard() {
-	docker compose up -d --wait postgres-shard-2
+	docker compose up -d --wait postgres-shard-2 postgres-shard-2-replica
 	docker compose run --rm migrate migrate --shard shard2
 	scripts/rolling-restart.sh
 }

@@ -93,7 +93,7 @@ run 4-moved --whale "$WHALE=0.5"
 
 echo "== adding shard2 (drained; docs/deploys.md, \"Adding a shard\")"
 export COMPOSE_FILE="$COMPOSE_FILE:docker-compose.shard2.yml"
-docker compose up -d --wait postgres-shard-2 >/dev/null 2>&1
+docker compose up -d --wait postgres-shard-2 postgres-shard-2-replica >/dev/null 2>&1
 docker update --cpus "$SHARD_CPUS" "$(docker compose ps -q postgres-shard-2)" >/dev/null
 docker compose run --rm -T migrate migrate --shard shard2 >/dev/null 2>&1
 scripts/rolling-restart.sh >/dev/null 2>&1

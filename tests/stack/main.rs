@@ -568,13 +568,22 @@ async fn no_get_fails_while(stack: &Stack, what: &str, readers: usize, action: i
 
 /// One timed GET through nginx as `tenant`: (status, elapsed, JSON body, serving replica).
 async fn timed_get(stack: &Stack, path: &str, tenant: &str) -> (u16, Duration, Value, String) {
+    timed_get_after(stack, path, tenant, None).await
+}
+
+/// [`timed_get`] bringing a consistency token.
+async fn timed_get_after(
+    stack: &Stack,
+    path: &str,
+    tenant: &str,
+    token: Option<&str>,
+) -> (u16, Duration, Value, String) {
+    let mut request = stack.get(path).headers(stack.as_tenant(tenant).await);
+    if let Some(token) = token {
+        request = request.header("X-Consistency-Token", token);
+    }
     let started = Instant::now();
-    let res = stack
-        .get(path)
-        .headers(stack.as_tenant(tenant).await)
-        .send()
-        .await
-        .unwrap();
+    let res = request.send().await.unwrap();
     let took = started.elapsed();
     let status = res.status().as_u16();
     let replica = res
@@ -675,8 +684,23 @@ async fn partitions_cost_one_timeout_then_fail_fast(stack: &Stack) {
     );
 
     // Shard0's read replica: reads fall back to the primary, then return to the replica.
+    // On this stack only reads that bring a consistency token use replicas.
+    let res = stack
+        .http
+        .post(format!("{}/api/bookmarks", stack.base))
+        .headers(stack.as_tenant("hooli").await)
+        .json(&json!({"url": "https://replica-partition.example"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 201);
+    let token = res.headers()["x-consistency-token"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let token = Some(token.as_str());
     stack.compose(&["pause", "postgres-shard-0-replica"]);
-    let (status, took, body, _) = timed_get(stack, "/api/tags", "hooli").await;
+    let (status, took, body, _) = timed_get_after(stack, "/api/tags", "hooli", token).await;
     assert_eq!(status, 200, "{body}");
     assert!(
         took <= Duration::from_millis(2500),
@@ -688,7 +712,7 @@ async fn partitions_cost_one_timeout_then_fail_fast(stack: &Stack) {
     .await;
     assert!(noticed, "both web replicas opened shard0's replica circuit");
     for _ in 0..10 {
-        let (status, took, body, _) = timed_get(stack, "/api/tags", "hooli").await;
+        let (status, took, body, _) = timed_get_after(stack, "/api/tags", "hooli", token).await;
         assert_eq!(status, 200);
         assert_eq!(body["served_by"], "primary", "{body}");
         assert!(
@@ -698,8 +722,8 @@ async fn partitions_cost_one_timeout_then_fail_fast(stack: &Stack) {
     }
     stack.compose(&["unpause", "postgres-shard-0-replica"]);
     let back = eventually(Duration::from_secs(10), || async {
-        let a = timed_get(stack, "/api/tags", "hooli").await.2;
-        let b = timed_get(stack, "/api/tags", "hooli").await.2;
+        let a = timed_get_after(stack, "/api/tags", "hooli", token).await.2;
+        let b = timed_get_after(stack, "/api/tags", "hooli", token).await.2;
         a["served_by"] == "replica" && b["served_by"] == "replica"
     })
     .await;
@@ -827,6 +851,14 @@ async fn the_compose_stack_serves_through_nginx_survives_outages_and_tears_down_
     // The walkthrough, verbatim: the keys made by its first snippet are used by the others.
     assert!(doc_snippets(port, "walkthrough").len() >= 4);
     let said = run_section(&stack, "walkthrough", &[]);
+    assert!(
+        said.contains("x-read-from: primary; why=no_token")
+            && said.contains("token: 1:shard0:")
+            && (said.contains("x-read-from: replica; why=token")
+                || said.contains("x-read-from: primary; why=token")),
+        "the walkthrough's read without a token went to the primary, its write answered a \
+         token, and the read that brought it back was served by its token: {said}"
+    );
     assert!(
         said.contains("\"missing_credentials\"") && said.contains("\"tenant_mismatch\""),
         "the walkthrough shows a request without a key and one with another tenant's: {said}"
@@ -1226,8 +1258,8 @@ async fn the_compose_stack_serves_through_nginx_survives_outages_and_tears_down_
     )
     .await;
 
-    // Teardown leaves nothing behind. The third shard's service is behind a profile this
-    // project's files do not enable, so `down` would not see its container.
+    // Teardown leaves nothing behind. The third shard's services are behind a profile this
+    // project's files do not enable, so `down` would not see their containers.
     stack.compose(&[
         "--profile",
         "shard2",
@@ -1235,6 +1267,7 @@ async fn the_compose_stack_serves_through_nginx_survives_outages_and_tears_down_
         "--stop",
         "--force",
         "postgres-shard-2",
+        "postgres-shard-2-replica",
     ]);
     compose.down().await.expect("docker compose down -v");
     let label = format!("label=com.docker.compose.project={project}");
