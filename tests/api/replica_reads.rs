@@ -297,3 +297,57 @@ async fn a_token_minted_before_its_slot_range_moved_reads_fresh_on_the_new_owner
         "the new owner's replica honours a token minted on the old one"
     );
 }
+
+#[tokio::test]
+async fn the_html_ui_keeps_the_latest_token_in_a_cookie_so_the_page_after_a_form_shows_its_write() {
+    use crate::service::{cookie_value, post_form};
+    let layout = layout("reads_without_token = \"replica\"").await;
+    let app = TestApp::spawn(layout.settings(), "ryow-ui").await;
+    let home = app.get("/").send().await.unwrap();
+    let csrf = cookie_value(&home, "csrf").expect("a csrf cookie is set");
+    let key = app.key("hooli").await;
+    let signed_in = post_form(
+        &app,
+        "/signin",
+        &format!("csrf={csrf}"),
+        &[("tenant", "hooli"), ("key", &key), ("csrf", &csrf)],
+    )
+    .await;
+    assert_eq!(signed_in.status(), 303);
+    let session = cookie_value(&signed_in, "session").unwrap();
+    let jar = format!("csrf={csrf}; session={session}");
+
+    let created = post_form(
+        &app,
+        "/bookmarks",
+        &jar,
+        &[("url", "https://saved-by-a-form.example/"), ("csrf", &csrf)],
+    )
+    .await;
+    assert_eq!(created.status(), 303);
+    let token = cookie_value(&created, "consistency").expect("the form's write sets the cookie");
+    assert!(token.starts_with("1:shard0:"), "{token}");
+
+    let page = app
+        .get("/")
+        .header("cookie", format!("{jar}; consistency={token}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(page.status(), 200);
+    let from = page.headers()["x-read-from"].to_str().unwrap().to_owned();
+    assert!(from.ends_with("why=token"), "{from}");
+    let html = page.text().await.unwrap();
+    assert!(
+        html.contains("saved-by-a-form.example"),
+        "the page shows the write"
+    );
+    // A cookie that is not a token is the browser's problem, not the reader's: ignored.
+    let page = app
+        .get("/")
+        .header("cookie", format!("{jar}; consistency=garbage"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(page.status(), 200);
+}
