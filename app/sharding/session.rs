@@ -263,7 +263,15 @@ impl<M: ConnectionMode> TenantSession<M> {
     /// The connection, checked out now if this is the first statement.
     async fn conn(&mut self) -> Result<&mut ShardConn, ShardError> {
         if self.inner.is_none() {
-            let shard = self.shards.set().get(self.shard);
+            // Before the shard is chosen: catching up may route the tenant afresh.
+            if M::READ
+                && let Some(epoch) = self.after.as_ref().map(|t| t.epoch)
+                && epoch > self.shards.set().arrivals().epoch()
+            {
+                self.catch_up(epoch).await;
+            }
+            let shards = self.shards.clone();
+            let shard = shards.set().get(self.shard);
             let conn = if M::READ {
                 let arrivals = self.shards.set().arrivals();
                 let need = need(
@@ -283,6 +291,33 @@ impl<M: ConnectionMode> TenantSession<M> {
             self.inner = Some(conn);
         }
         Ok(self.inner.as_mut().expect("checked out above"))
+    }
+
+    /// The client's token was minted after a move this process has not heard of (another
+    /// web replica wrote it): its route for the tenant may be the old one. Forgets the
+    /// route, asks for the slot map again and routes afresh, waiting (at most the move
+    /// wait budget, holding no connection) until the arrivals it knows reach the token's.
+    /// If they never do, the read goes to the primary of the fresh route (see
+    /// [`super::consistency::need`]).
+    async fn catch_up(&mut self, epoch: u64) {
+        let shards = self.shards.clone();
+        let changes = shards.set().route_changes().clone();
+        let deadline = tokio::time::Instant::now() + shards.set().topology().move_wait.budget;
+        shards.forget(&self.tenant);
+        loop {
+            let mut change = std::pin::pin!(changes.next());
+            change.as_mut().enable();
+            // A directory lookup raises the arrival of the shard it names.
+            if let Ok(route) = shards.route(&*self.tenant).await {
+                self.switch_to(route.shard);
+            }
+            if shards.set().arrivals().epoch() >= epoch {
+                return;
+            }
+            if tokio::time::timeout_at(deadline, change).await.is_err() {
+                return;
+            }
+        }
     }
 
     /// Runs statements that change nothing, within the shard's query deadline. A read that
