@@ -26,8 +26,9 @@ struct Facts {
     shard: Mutex<Option<ShardName>>,
     /// How long the request's write waited for a move's fence to lift.
     waited: OnceLock<Duration>,
-    /// Where its first tenant read went.
-    read_from: OnceLock<ReadFrom>,
+    /// Where its latest tenant read went (a read a silent replica cut off is sent again,
+    /// to the primary).
+    read_from: Mutex<Option<ReadFrom>>,
     /// Its latest write's token.
     token: Mutex<Option<ConsistencyToken>>,
 }
@@ -42,7 +43,7 @@ impl SessionObserver for Facts {
     }
 
     fn read_from(&self, from: ReadFrom) {
-        let _ = self.read_from.set(from);
+        *self.read_from.lock().unwrap_or_else(|p| p.into_inner()) = Some(from);
     }
 
     fn wrote(&self, token: ConsistencyToken) {
@@ -79,7 +80,7 @@ impl RequestFacts {
 
     /// Where the request's tenant read went, if it made one.
     pub fn read_from(&self) -> Option<ReadFrom> {
-        self.0.read_from.get().copied()
+        *self.0.read_from.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// The token of the request's latest write, if it wrote.
