@@ -49,4 +49,7 @@ else
 	log "$PGDATA already holds a cluster; starting it"
 fi
 
-exec postgres "$@"
+# hot_standby_feedback: tenant reads run here, an export's snapshot among them for as long as
+# the export streams; without it the primary's vacuum could remove rows that snapshot still
+# sees, and the standby would cancel the export mid-way (a recovery conflict).
+exec postgres -c hot_standby_feedback=on "$@"
