@@ -7,6 +7,7 @@
 #   scripts/count-instructions.sh                               # target/release, both servers
 #   APP_BIN=/tmp/old/target/release/bookmarks scripts/count-instructions.sh   # another build
 #   KEEP=/tmp/profiles ENDPOINT=list scripts/count-instructions.sh  # keep the profiles
+#   TOKEN=1:shard0:0:0 scripts/count-instructions.sh                # with a consistency token
 #
 # It sets everything up with scripts/bench-request-path.sh (HOLD=1: a throwaway Postgres,
 # one tenant of ROWS bookmarks, the app, the same app in trusted_header mode, and the bare
@@ -77,12 +78,16 @@ tenant=$(grep -o 'tenant [a-z0-9-]*,' "$WORK/bench.log" | tail -1 | cut -d' ' -f
 key=$(grep -o 'Bearer bks_[0-9a-f]*' "$WORK/bench.log" | tail -1 | cut -d' ' -f2)
 [ -n "$get_id" ] && [ -n "$tenant" ] && [ -n "$key" ] || { cat "$WORK/bench.log" >&2; exit 1; }
 
+# TOKEN=VALUE sends it as every request's X-Consistency-Token (the token check's cost).
+token_header=()
+[ -n "${TOKEN:-}" ] && token_header=(-H "X-Consistency-Token: $TOKEN")
+
 # REQUESTS gets over four connections (one curl each, reusing its connection).
 gets() {
 	local url=$1 per=$((REQUESTS / 4)) i pids=()
 	for _ in 1 2 3 4; do
 		# shellcheck disable=SC2046
-		curl -fs -H "X-Tenant-Id: $tenant" -H "Authorization: Bearer $key" $(for i in $(seq 1 "$per"); do
+		curl -fs -H "X-Tenant-Id: $tenant" -H "Authorization: Bearer $key" "${token_header[@]}" $(for i in $(seq 1 "$per"); do
 			if [ "$ENDPOINT" = get ]; then
 				printf '%s/api/bookmarks/%s ' "$url" "$get_id"
 			else
