@@ -1153,8 +1153,10 @@ async fn the_compose_stack_serves_through_nginx_survives_outages_and_tears_down_
     .await;
     assert!(streamed, "the row reached the replica within 5 s");
 
-    // A shard outage: partial answers within 3 s, 503s naming the shard, recovery in 30 s.
-    stack.compose(&["stop", "postgres-shard-1"]);
+    // A shard outage, its primary and its replica: partial answers within 3 s, 503s naming
+    // the shard, recovery in 30 s. (With its replica up, the shard's cross-tenant counts
+    // would still be answered.)
+    stack.compose(&["stop", "postgres-shard-1-replica", "postgres-shard-1"]);
     let t0 = Instant::now();
     let degraded = eventually(Duration::from_secs(3), || async {
         let Ok(res) = stack.get("/api/stats").send().await else {
@@ -1208,7 +1210,7 @@ async fn the_compose_stack_serves_through_nginx_survives_outages_and_tears_down_
     );
     browser.screenshot("admin-shard-down").await;
     browser.close().await;
-    stack.compose(&["start", "postgres-shard-1"]);
+    stack.compose(&["start", "postgres-shard-1", "postgres-shard-1-replica"]);
     let acme = stack.as_tenant("acme-corp").await;
     let recovered = eventually(Duration::from_secs(30), || async {
         let ok = matches!(stack.get("/api/bookmarks").headers(acme.clone()).send().await, Ok(r) if r.status() == 200);
