@@ -92,6 +92,10 @@ pub struct Args {
     /// No progress line (it is only drawn when stderr is a terminal anyway).
     #[arg(long)]
     pub quiet: bool,
+    /// Send no consistency token with reads: they are served wherever the service sends
+    /// reads without one (`[database] reads_without_token`), the baseline for replica reads.
+    #[arg(long, conflicts_with_all = ["verify", "verify_shards"])]
+    pub no_tokens: bool,
     /// Record every write and its outcome; after the run read every tenant written to
     /// back and report lost, phantom and misplaced writes (exit status 3 if any).
     #[arg(long)]
@@ -154,6 +158,7 @@ impl Args {
             requests: self.requests,
             timeout: self.timeout,
             progress: !self.quiet && std::io::stderr().is_terminal(),
+            send_tokens: !self.no_tokens,
             verify: (self.verify || !self.verify_shards.is_empty()).then(|| VerifyConfig {
                 settle: self.settle,
                 patience: self.verify_patience,

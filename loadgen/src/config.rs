@@ -60,6 +60,9 @@ pub struct Config {
     /// Show the live progress line on stderr.
     #[serde(skip)]
     pub progress: bool,
+    /// Send each tenant's latest consistency token with its reads (off: reads go wherever
+    /// the service sends reads without one, its `reads_without_token`).
+    pub send_tokens: bool,
     /// Record every write and check them after the run (`--verify`).
     pub verify: Option<VerifyConfig>,
     /// A fault timeline (`scripts/nemesis.sh`) to join the load with; with `verify`, the
@@ -101,6 +104,7 @@ impl Default for Config {
             requests: None,
             timeout: Duration::from_secs(5),
             progress: false,
+            send_tokens: true,
             verify: None,
             timeline: None,
             stop: None,
@@ -135,6 +139,10 @@ pub enum ConfigError {
     Requests,
     #[error("--verify-shard {0:?}: {1}")]
     VerifyShard(String, String),
+    #[error(
+        "--no-tokens: --verify checks reads against the tokens of their writes; drop one of them"
+    )]
+    VerifyWithoutTokens,
 }
 
 impl Config {
@@ -183,6 +191,9 @@ impl Config {
         }
         if self.requests == Some(0) {
             return Err(ConfigError::Requests);
+        }
+        if self.verify.is_some() && !self.send_tokens {
+            return Err(ConfigError::VerifyWithoutTokens);
         }
         for (name, url) in self.verify.iter().flat_map(|v| &v.shards) {
             if url.parse::<tokio_postgres::Config>().is_err() {
@@ -322,6 +333,14 @@ mod tests {
             "--requests",
         );
         flag(Config { tenants: 0, ..d() }, "--tenants");
+        flag(
+            Config {
+                send_tokens: false,
+                verify: Some(VerifyConfig::default()),
+                ..d()
+            },
+            "--no-tokens",
+        );
         flag(
             Config {
                 whales: vec!["a=0.7".parse().unwrap(), "b=0.3".parse().unwrap()],

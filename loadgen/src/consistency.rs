@@ -71,6 +71,8 @@ pub struct StaleRead {
 
 /// Every tenant's latest token and what reads did.
 pub struct Consistency {
+    /// Whether reads carry the token at all (`--no-tokens` turns it off).
+    send: bool,
     latest: Vec<Mutex<Option<Token>>>,
     /// Ids a delete was sent for (whatever its answer): a later 404 for them is no stale read.
     deleting: Vec<Mutex<HashSet<String>>>,
@@ -80,8 +82,9 @@ pub struct Consistency {
 }
 
 impl Consistency {
-    pub fn new(tenants: usize) -> Self {
+    pub fn new(tenants: usize, send: bool) -> Self {
         Self {
+            send,
             latest: (0..tenants).map(|_| Mutex::new(None)).collect(),
             deleting: (0..tenants).map(|_| Mutex::new(HashSet::new())).collect(),
             replica: AtomicU64::new(0),
@@ -92,6 +95,9 @@ impl Consistency {
 
     /// The token to send with `tenant`'s next read.
     pub fn token(&self, tenant: usize) -> Option<HeaderValue> {
+        if !self.send {
+            return None;
+        }
         let latest = self.latest[tenant]
             .lock()
             .unwrap_or_else(|p| p.into_inner());
@@ -171,7 +177,7 @@ mod tests {
 
     #[test]
     fn a_tenant_keeps_the_token_that_covers_the_others_whatever_order_they_arrive_in() {
-        let c = Consistency::new(1);
+        let c = Consistency::new(1, true);
         c.wrote(0, &value("1:shard0:0:20"));
         c.wrote(0, &value("1:shard0:0:10"));
         assert_eq!(c.token(0), Some(value("1:shard0:0:20")));
@@ -185,7 +191,7 @@ mod tests {
 
     #[test]
     fn a_404_for_an_id_a_delete_was_sent_for_is_no_stale_read() {
-        let c = Consistency::new(1);
+        let c = Consistency::new(1, true);
         c.deleting(0, "a");
         c.not_found(0, "t", "a", "replica; why=token");
         c.not_found(0, "t", "b", "replica; why=token");

@@ -152,7 +152,7 @@ impl Shared {
             created: AtomicU64::new(0),
             updated: AtomicU64::new(0),
             history: config.verify.is_some().then(History::default),
-            consistency: Consistency::new(population.names().len()),
+            consistency: Consistency::new(population.names().len(), config.send_tokens),
             events: events.map(|f| Mutex::new(BufWriter::new(f))),
             samples: config.timeline.is_some().then(Mutex::default),
             born: Instant::now(),
@@ -992,6 +992,7 @@ pub async fn open_loop(
                     shared.note(tenant, &answer, at, Some(latency));
                     shared.recorder.record(
                         tenant,
+                        answer.op,
                         answer.shard.as_deref(),
                         answer.ending,
                         at,
@@ -1005,7 +1006,7 @@ pub async fn open_loop(
                 shared.note(tenant, &answer, at, None);
                 shared
                     .recorder
-                    .record(tenant, None, Ending::NotSent, at, None);
+                    .record(tenant, op, None, Ending::NotSent, at, None);
             }
         }
         due_count += 1;
@@ -1047,6 +1048,7 @@ pub async fn closed_loop(shared: &Arc<Shared>, config: &Config, concurrency: usi
                 shared.note(tenant, &answer, sent - start, Some(latency));
                 shared.recorder.record(
                     tenant,
+                    answer.op,
                     answer.shard.as_deref(),
                     answer.ending,
                     sent - start,

@@ -12,6 +12,7 @@ use serde::Serialize;
 
 use crate::config::Config;
 use crate::ending::{Ending, fmt_errors};
+use crate::mix::Op;
 
 /// Latencies above this (one hour, in µs) are recorded as this.
 const HIST_MAX_US: u64 = 3_600_000_000;
@@ -143,6 +144,8 @@ struct Stats {
     shards: BTreeMap<String, Agg>,
     /// "others on shard0": a class on its tenants' home shard.
     class_shards: BTreeMap<String, Agg>,
+    /// By operation (`list`, `create`, …): reads and writes apart.
+    ops: BTreeMap<&'static str, Agg>,
     tenants: Vec<TenantCounts>,
     /// series[second][0 = whales, 1 = others]
     series: Vec<[Slot; 2]>,
@@ -185,6 +188,7 @@ impl Recorder {
                 classes: BTreeMap::new(),
                 shards: BTreeMap::new(),
                 class_shards: BTreeMap::new(),
+                ops: BTreeMap::new(),
                 tenants,
                 series: Vec::new(),
                 closed_before: 0,
@@ -212,6 +216,7 @@ impl Recorder {
     pub fn record(
         &self,
         tenant: usize,
+        op: Op,
         shard: Option<&str>,
         ending: Ending,
         at: Duration,
@@ -225,6 +230,10 @@ impl Recorder {
         let s = &mut *guard;
         let whale = tenant < s.whale_count;
         s.total.add(ending, error, latency_us);
+        s.ops
+            .entry(op.name())
+            .or_insert_with(Agg::new)
+            .add(ending, error, latency_us);
         let class = if whale { WHALES } else { OTHERS };
         agg(&mut s.classes, class).add(ending, error, latency_us);
         if whale && s.whale_classes {
@@ -295,6 +304,7 @@ impl Recorder {
             .iter()
             .map(|(n, a)| a.row(n, window))
             .collect();
+        let operations = s.ops.iter().map(|(n, a)| a.row(n, window)).collect();
         let mut series = Vec::new();
         for (second, slots) in s.series.iter_mut().enumerate() {
             for (slot, class) in slots.iter_mut().zip([WHALES, OTHERS]) {
@@ -319,6 +329,7 @@ impl Recorder {
             classes,
             shards,
             class_shards,
+            operations,
             whale_tenants,
             tenants: std::mem::take(&mut s.tenants),
             series,
@@ -423,6 +434,8 @@ pub struct Report {
     /// the tenant's prefill, else the request's own `X-Shard`): how a shard's minnows fare
     /// next to a whale.
     pub class_shards: Vec<Row>,
+    /// By operation: `list` and `get` are the reads, the rest write.
+    pub operations: Vec<Row>,
     pub whale_tenants: Vec<TenantCounts>,
     /// Every tenant (whales first); not in the JSON, which would grow with the population.
     #[serde(skip)]
@@ -502,6 +515,11 @@ impl Report {
             line(&mut out, 2, r);
         }
         out.push('\n');
+        header(&mut out, "by operation");
+        for r in &self.operations {
+            line(&mut out, 2, r);
+        }
+        out.push('\n');
         line(&mut out, 0, &self.total);
         let _ = writeln!(
             out,
@@ -576,10 +594,31 @@ mod tests {
     fn rows_count_by_class_shard_and_tenant() {
         let r = Recorder::new(&names(), 2, Duration::from_secs(5));
         let ms = Duration::from_millis;
-        r.record(0, Some("shard1"), Ending::Status(200), ms(10), Some(ms(2)));
-        r.record(1, Some("shard0"), Ending::Status(429), ms(20), Some(ms(3)));
-        r.record(2, None, Ending::Failed("connect"), ms(1500), Some(ms(1)));
-        r.record(3, None, Ending::NotSent, ms(1600), None);
+        r.record(
+            0,
+            Op::List,
+            Some("shard1"),
+            Ending::Status(200),
+            ms(10),
+            Some(ms(2)),
+        );
+        r.record(
+            1,
+            Op::Create,
+            Some("shard0"),
+            Ending::Status(429),
+            ms(20),
+            Some(ms(3)),
+        );
+        r.record(
+            2,
+            Op::List,
+            None,
+            Ending::Failed("connect"),
+            ms(1500),
+            Some(ms(1)),
+        );
+        r.record(3, Op::Get, None, Ending::NotSent, ms(1600), None);
         let report = r.finish(
             &Config::default(),
             Duration::from_secs(2),
@@ -600,6 +639,12 @@ mod tests {
             "429:1 connect:1 in-flight-cap:1"
         );
         assert_eq!(report.tenants[1].errors["429"], 1);
+        let ops: Vec<(&str, u64)> = report
+            .operations
+            .iter()
+            .map(|r| (r.name.as_str(), r.requests))
+            .collect();
+        assert_eq!(ops, [("create", 1), ("get", 0), ("list", 2)]);
         assert_eq!(report.whale_tenants.len(), 2);
         assert_eq!(report.series.len(), 2, "{:?}", report.series);
         assert_eq!(report.series[0].class, "whales");
@@ -618,6 +663,7 @@ mod tests {
         for s in 0..20 {
             r.record(
                 2,
+                Op::Get,
                 Some("shard0"),
                 Ending::Status(200),
                 Duration::from_secs(s),
