@@ -3,6 +3,11 @@
 //! written its WAL and how far the replica has replayed it. Every request then decides
 //! from [`ReplicaStates`] alone whether the replica may serve it (no query per request).
 //!
+//! While reads wait on a consistency token, the poller also reads the replica's position
+//! at once and then every [`WAITING_POLL`] until none waits: a token read learns of its
+//! write's replay within a couple of milliseconds, not a whole `replay_poll_ms` later,
+//! and an idle replica is not polled any faster.
+//!
 //! The lag is measured in time, not bytes: the replica is `lag` behind when the newest
 //! primary position it has replayed was read `lag` ago. A replica that has replayed
 //! everything the primary had written at the last poll is 0 behind.
@@ -16,7 +21,7 @@ use diesel::sql_types::BigInt;
 use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
 use tokio::time::Instant;
 
-use super::replicas::ReplicaStates;
+use super::replicas::{ReplicaStates, WAITING_POLL};
 use super::shard_set::{Shard, ShardId, ShardSet};
 use crate::pg::db_url::DbUrl;
 
@@ -100,11 +105,9 @@ async fn poll_forever(shards: &ShardSet, id: ShardId, states: &ReplicaStates) {
     };
     let mut primary: Option<AsyncPgConnection> = None;
     let mut replica: Option<AsyncPgConnection> = None;
-    let mut tick = tokio::time::interval(policy.poll);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let bound = topology.query_timeout.max(topology.connect_timeout);
     loop {
-        tick.tick().await;
+        let next = Instant::now() + policy.poll;
         let polled = tokio::time::timeout(bound, async {
             let at = Instant::now();
             let written =
@@ -127,6 +130,34 @@ async fn poll_forever(shards: &ShardSet, id: ShardId, states: &ReplicaStates) {
                 states.polled(id, 0, None);
                 // Reconnecting every few ms to a server that is down would only add load.
                 tokio::time::sleep(Duration::from_secs(1)).await;
+                continue;
+            }
+        }
+        // Until the next full poll: the replica alone, often, while reads wait on it.
+        loop {
+            if !states.has_waiters(id) {
+                tokio::select! {
+                    () = tokio::time::sleep_until(next) => break,
+                    () = states.waiter_arrived(id) => {}
+                }
+            }
+            if Instant::now() >= next {
+                break;
+            }
+            match tokio::time::timeout(bound, position(&mut replica, &replica_url, REPLAYED)).await
+            {
+                Ok(Some(replayed)) => {
+                    let lag = history.lag(replayed, Instant::now());
+                    states.polled(id, replayed, Some(lag));
+                }
+                Ok(None) => break,
+                Err(_) => {
+                    replica = None;
+                    break;
+                }
+            }
+            if states.has_waiters(id) {
+                tokio::time::sleep(WAITING_POLL).await;
             }
         }
     }

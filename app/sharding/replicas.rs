@@ -13,6 +13,10 @@ use super::shard_set::{Shard, ShardId, ShardSet};
 /// A lag nobody has measured yet (no poll has answered).
 const UNKNOWN: u64 = u64::MAX;
 
+/// How often the poller reads a replica's position while reads wait on it: a token read
+/// then learns of its write's replay within about this much, not within `replay_poll_ms`.
+pub const WAITING_POLL: Duration = Duration::from_millis(2);
+
 /// One shard's replica as last observed, and what its reads did.
 struct ReplicaState {
     ready: AtomicBool,
@@ -22,6 +26,11 @@ struct ReplicaState {
     lag_ms: AtomicU64,
     /// Woken at every poll, for reads waiting on a token.
     polled: Notify,
+    /// Reads waiting on a token right now: while there are any, the poller reads the
+    /// replica's position every [`WAITING_POLL`] instead of every `replay_poll_ms`.
+    waiting: AtomicU64,
+    /// Wakes the poller when a read starts waiting, so that its first look is immediate.
+    wanted: Notify,
     replica_reads: AtomicU64,
     primary_reads: AtomicU64,
     token_waits: AtomicU64,
@@ -60,6 +69,8 @@ impl ReplicaStates {
                     replayed: AtomicU64::new(0),
                     lag_ms: AtomicU64::new(UNKNOWN),
                     polled: Notify::new(),
+                    waiting: AtomicU64::new(0),
+                    wanted: Notify::new(),
                     replica_reads: AtomicU64::new(0),
                     primary_reads: AtomicU64::new(0),
                     token_waits: AtomicU64::new(0),
@@ -129,7 +140,11 @@ impl ReplicaStates {
     /// Waits until the replica has replayed `lsn`, at most `budget`; true if it has.
     pub async fn wait_for(&self, shard: ShardId, lsn: u64, budget: Duration) -> bool {
         let s = &self.states[shard.index()];
+        if s.replayed.load(Ordering::Acquire) >= lsn {
+            return true;
+        }
         let deadline = tokio::time::Instant::now() + budget;
+        let _waiting = Waiting::start(s);
         loop {
             // Enabled before the check: a poll landing between the two still wakes us.
             let polled = s.polled.notified();
@@ -142,6 +157,17 @@ impl ReplicaStates {
                 return s.replayed.load(Ordering::Acquire) >= lsn;
             }
         }
+    }
+
+    /// Whether reads are waiting on `shard`'s replica (the poller then polls fast).
+    pub fn has_waiters(&self, shard: ShardId) -> bool {
+        self.states[shard.index()].waiting.load(Ordering::Acquire) > 0
+    }
+
+    /// Resolves when a read starts waiting on `shard`'s replica (at once if one started
+    /// since the last call).
+    pub async fn waiter_arrived(&self, shard: ShardId) {
+        self.states[shard.index()].wanted.notified().await;
     }
 
     /// Counts a tenant read by where it went.
@@ -180,5 +206,22 @@ impl ReplicaStates {
             token_fallbacks: s.token_fallbacks.load(Ordering::Relaxed),
             lag_ms: self.lag(shard).map(|l| l.as_millis() as u64),
         }
+    }
+}
+
+/// One read waiting on a replica, for as long as it lives.
+struct Waiting<'a>(&'a ReplicaState);
+
+impl<'a> Waiting<'a> {
+    fn start(s: &'a ReplicaState) -> Self {
+        s.waiting.fetch_add(1, Ordering::AcqRel);
+        s.wanted.notify_one();
+        Waiting(s)
+    }
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.waiting.fetch_sub(1, Ordering::AcqRel);
     }
 }
