@@ -31,6 +31,15 @@ pub struct ServeArgs {
     /// Requests this replica works on at once, at most; more are answered 503 at once.
     #[arg(long, env = "MAX_IN_FLIGHT", default_value_t = crate::startup::DEFAULT_MAX_IN_FLIGHT)]
     pub max_in_flight: usize,
+    /// How long one readiness probe's report answers `/ready` (0 to 60 000; 0: every call
+    /// probes the databases).
+    #[arg(
+        long,
+        env = "READY_MAX_AGE_MS",
+        default_value_t = crate::startup::DEFAULT_READY_MAX_AGE.as_millis() as u64,
+        value_parser = clap::value_parser!(u64).range(0..=60_000)
+    )]
+    pub ready_max_age_ms: u64,
     /// Signs the UI's session cookies (at least 32 bytes; the same on every replica). Unset:
     /// a random secret of this process's own.
     #[arg(
@@ -105,6 +114,7 @@ pub async fn run(settings: Settings, args: ServeArgs) -> ExitCode {
         session_secret,
         max_in_flight: args.max_in_flight.max(1),
         drain: std::time::Duration::from_millis(args.drain_ms),
+        ready_max_age: std::time::Duration::from_millis(args.ready_max_age_ms),
         bind: args.bind,
         instance_name: args.instance_name,
         migrate: args.migrate || development,

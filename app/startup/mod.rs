@@ -36,7 +36,7 @@ use crate::tenancy::auth::Authenticator;
 use crate::tenancy::key_store::KeyStore;
 use crate::tenancy::session::Sessions;
 use crate::web::drain::{ClosingListener, Draining};
-use crate::web::health::Readiness;
+use crate::web::health::{ProbeTiming, Readiness};
 use crate::web::metrics::{Metrics, ShardMetrics};
 use crate::web::{HttpService, InstanceName};
 pub use state::{AppState, api_document};
@@ -44,6 +44,10 @@ pub use state::{AppState, api_document};
 /// Far more than the pools can serve at once (each request beyond them waits in a pool's
 /// queue), and a bound on what a flood can pile up.
 pub const DEFAULT_MAX_IN_FLIGHT: usize = 1024;
+
+/// See [`ServeOptions::ready_max_age`]: a probe a second at most per replica, however
+/// often `/ready` is asked, and a state change shows within a second.
+pub const DEFAULT_READY_MAX_AGE: Duration = Duration::from_secs(1);
 
 /// See [`ServeOptions::drain`]: nginx's upstream `keepalive_timeout` is 2 s.
 pub const DEFAULT_DRAIN: Duration = Duration::from_secs(3);
@@ -64,6 +68,8 @@ pub struct ServeOptions {
     pub migrate: bool,
     /// Bound on one shard's part of a fan-out or a readiness probe.
     pub shard_timeout: Duration,
+    /// How long a readiness probe's report answers `/ready` (0: every call probes).
+    pub ready_max_age: Duration,
     /// Bound on a whole request, and on how long a stopping replica waits for the requests
     /// it has.
     pub request_timeout: Duration,
@@ -99,6 +105,7 @@ impl Default for ServeOptions {
             instance_name: "bookmarks".to_owned(),
             migrate: false,
             shard_timeout: Duration::from_millis(1500),
+            ready_max_age: DEFAULT_READY_MAX_AGE,
             request_timeout: Duration::from_secs(10),
             drain: DEFAULT_DRAIN,
             max_in_flight: DEFAULT_MAX_IN_FLIGHT,
@@ -224,7 +231,10 @@ impl Application {
                 directory.clone(),
                 migrate::expected_versions(Kind::Control),
                 expected_shard_migrations.clone(),
-                options.shard_timeout,
+                ProbeTiming {
+                    timeout: options.shard_timeout,
+                    max_age: options.ready_max_age,
+                },
                 draining.clone(),
             ),
             shards: shards.clone(),

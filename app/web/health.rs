@@ -3,10 +3,17 @@
 //! Readiness probes the control database and every shard's primary and replica, including
 //! migration parity, concurrently and each within the shard timeout, so one dead server
 //! costs a probe that long and no more.
+//!
+//! `/ready` is public and bypasses the in-flight limit, so it must not let a caller turn
+//! requests into database work: a call answers the last probe's report while it is younger
+//! than `ready_max_age` (1 s), and one probe runs at a time however many calls wait for it.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
+
+use tokio::sync::Mutex;
+use tokio::time::Instant;
 
 use axum::Json;
 use axum::extract::{FromRef, State};
@@ -39,6 +46,18 @@ struct Probed {
     timeout: Duration,
     /// Set once this replica is stopping: then it is not ready, whatever the databases say.
     draining: Draining,
+    /// How long a probe's report answers `/ready` before the next call probes again.
+    max_age: Duration,
+    /// The last probe's report and when it started; locked for the whole of a probe, so
+    /// that the calls arriving meanwhile wait for its report instead of probing too.
+    last: Mutex<Option<(Instant, Value)>>,
+}
+
+/// How long one server's check may take, and how long a probe's report is answered.
+#[derive(Debug, Clone, Copy)]
+pub struct ProbeTiming {
+    pub timeout: Duration,
+    pub max_age: Duration,
 }
 
 impl Readiness {
@@ -48,7 +67,7 @@ impl Readiness {
         directory: Option<Arc<DirectoryRouter>>,
         expected_control_migrations: BTreeSet<String>,
         expected_shard_migrations: Arc<BTreeSet<String>>,
-        timeout: Duration,
+        timing: ProbeTiming,
         draining: Draining,
     ) -> Self {
         Self(Arc::new(Probed {
@@ -57,8 +76,10 @@ impl Readiness {
             directory,
             expected_control_migrations,
             expected_shard_migrations,
-            timeout,
+            timeout: timing.timeout,
             draining,
+            max_age: timing.max_age,
+            last: Mutex::new(None),
         }))
     }
 }
@@ -94,6 +115,8 @@ async fn health(State(instance): State<InstanceName>) -> Json<Value> {
 
 /// Readiness: the control database and every shard's servers answer, with the migrations
 /// this build expects, and this replica is not stopping. Says nothing about any tenant.
+/// Answered from a probe at most `READY_MAX_AGE_MS` (1 s) old; a stopping replica says so
+/// at once.
 #[utoipa::path(
     get,
     path = "/ready",
@@ -104,7 +127,7 @@ async fn health(State(instance): State<InstanceName>) -> Json<Value> {
     )
 )]
 async fn ready(State(readiness): State<Readiness>) -> (StatusCode, Json<Value>) {
-    let report = readiness.report().await;
+    let report = readiness.recent_report().await;
     let code = if report["status"] == "UP" {
         StatusCode::OK
     } else {
@@ -132,6 +155,27 @@ fn status(up: bool) -> &'static str {
 }
 
 impl Readiness {
+    /// The report of a probe at most `max_age` old: the last one's, or a new one's (which
+    /// the calls arriving while it runs share).
+    pub async fn recent_report(&self) -> Value {
+        let state = &*self.0;
+        if state.draining.is_on() {
+            // Known without a probe, and a balancer must learn it at once.
+            return self.report().await;
+        }
+        let mut last = state.last.lock().await;
+        if let Some((at, report)) = &*last
+            && at.elapsed() < state.max_age
+        {
+            return report.clone();
+        }
+        let at = Instant::now();
+        let report = self.report().await;
+        metrics::counter!("ready_probes_total").increment(1);
+        *last = Some((at, report.clone()));
+        report
+    }
+
     /// Builds the component report; the replica checks also update replica readiness.
     pub async fn report(&self) -> Value {
         let state = &*self.0;

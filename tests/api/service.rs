@@ -599,6 +599,50 @@ async fn serve_does_not_migrate_unless_asked_and_readiness_says_so() {
     app.stop().await;
 }
 
+/// `ready_probes_total` as `/metrics` shows it (0 before the first probe).
+async fn ready_probes(app: &TestApp) -> u64 {
+    app.metrics_text()
+        .await
+        .lines()
+        .find_map(|l| l.strip_prefix("ready_probes_total "))
+        .map_or(0, |v| v.trim().parse().unwrap())
+}
+
+#[tokio::test]
+async fn ready_answers_every_caller_from_one_probe_while_its_report_is_young() {
+    // Alone: the probe counter is the process's, and other tests' apps probe too.
+    let _alone = alone().await;
+    let l = layout("").await;
+    let options = bookmarks_sharded::startup::ServeOptions {
+        ready_max_age: Duration::from_secs(3600),
+        ..test_options("ready-cache")
+    };
+    let app = TestApp::spawn_with(l.settings(), options).await;
+    let before = ready_probes(&app).await;
+    let ask = || async {
+        let res = app.get("/ready").send().await.unwrap();
+        (res.status(), res.json::<Value>().await.unwrap())
+    };
+    let first: Vec<_> = futures::future::join_all((0..40).map(|_| ask())).await;
+    assert_eq!(
+        ready_probes(&app).await,
+        before + 1,
+        "40 callers at once share one probe"
+    );
+    let later: Vec<_> = futures::future::join_all((0..40).map(|_| ask())).await;
+    assert_eq!(
+        ready_probes(&app).await,
+        before + 1,
+        "and later callers get its report"
+    );
+    assert!(
+        first.iter().chain(&later).all(|a| *a == first[0]),
+        "every caller got the same report: {:?}",
+        first[0]
+    );
+    app.stop().await;
+}
+
 #[tokio::test]
 async fn health_readiness_and_metrics_describe_every_shard() {
     let (app, _) = app().await;

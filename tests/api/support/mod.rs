@@ -369,6 +369,9 @@ pub fn test_options(instance: &str) -> ServeOptions {
         instance_name: instance.to_owned(),
         shard_timeout: Duration::from_millis(1500),
         replica_check_interval: Duration::from_millis(300),
+        // Tests stop a server and read /ready straight after: every call probes (the
+        // served default, a report up to 1 s old, has a test of its own).
+        ready_max_age: Duration::ZERO,
         // Nothing sits in front of a test's app: stopping need not wait for a proxy.
         drain: Duration::ZERO,
         ..ServeOptions::default()
