@@ -30,6 +30,7 @@ use crate::tenancy::auth::Authenticator;
 use crate::web::around::AroundLayer;
 use crate::web::authenticate::Authenticate;
 use crate::web::drain::Draining;
+use crate::web::edge_headers;
 use crate::web::health::{self, Readiness};
 use crate::web::metrics::{self, Metrics};
 use crate::web::openapi::{self, Access, ApiDocument};
@@ -94,7 +95,9 @@ impl AppState {
         );
         let (routes, _document) = routes.split_for_parts();
         web::serve(
-            routes.with_state(self.clone()).merge(openapi::docs_page()),
+            routes
+                .with_state(self.clone())
+                .merge(edge_headers::docs(openapi::docs_page())),
             &me.instance,
             request_timeout,
             max_in_flight,

@@ -9,6 +9,7 @@ pub mod authenticate;
 pub mod consistency;
 pub mod csrf;
 pub mod drain;
+pub mod edge_headers;
 pub mod error;
 pub mod extract;
 pub mod fallbacks;

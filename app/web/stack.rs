@@ -15,7 +15,8 @@ use tower_http::set_header::SetResponseHeaderLayer;
 use super::around::AroundLayer;
 use super::drain::Draining;
 use super::{
-    BODY_LIMIT_BYTES, InstanceName, access_log, error, fallbacks, in_flight, metrics, request_id,
+    BODY_LIMIT_BYTES, InstanceName, access_log, edge_headers, error, fallbacks, in_flight, metrics,
+    request_id,
 };
 
 /// What the server serves: the router behind the middleware every request passes.
@@ -41,9 +42,15 @@ pub fn serve(
     let routes = routes
         .fallback(|| async { error::ApiError::NotFound("no such route") })
         .layer(AroundLayer(metrics::Track));
+    let [nosniff, frames, referrer, policy, caching] = edge_headers::every_answer();
     let stack = ServiceBuilder::new()
         .layer(AroundLayer(request_id::RequestIds))
         .layer(AroundLayer(access_log::AccessLog))
+        .layer(edge_headers::layer(nosniff))
+        .layer(edge_headers::layer(frames))
+        .layer(edge_headers::layer(referrer))
+        .layer(edge_headers::layer(policy))
+        .layer(edge_headers::layer(caching))
         .layer(SetResponseHeaderLayer::overriding(
             HeaderName::from_static("x-served-by"),
             served_by,

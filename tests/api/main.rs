@@ -15,6 +15,7 @@ mod collections;
 mod cutover;
 mod directory;
 mod drained;
+mod edge_headers;
 mod export;
 mod fairness;
 mod imports;

@@ -1,0 +1,56 @@
+//! What every answer tells a browser: no sniffing, no framing, no referrer beyond this
+//! site, a content security policy, and no caching of anything that may hold a tenant's
+//! data or a secret.
+
+use crate::support::*;
+use serde_json::json;
+
+fn header<'a>(res: &'a reqwest::Response, name: &str) -> &'a str {
+    res.headers()
+        .get(name)
+        .unwrap_or_else(|| panic!("{} has no {name}", res.url()))
+        .to_str()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn every_answer_forbids_sniffing_framing_and_caching_and_the_docs_page_may_run_only_its_own_script()
+ {
+    let layout = layout("").await;
+    let app = TestApp::spawn(layout.settings(), "edge-headers").await;
+    app.create("acme-corp", json!({"url": "https://h.example"}))
+        .await;
+    let tenant_read = app.get_as("/api/bookmarks", "acme-corp").await;
+    let refused = app.get("/api/bookmarks").send().await.unwrap();
+    let no_route = app.get("/no/such/route").send().await.unwrap();
+    let signin = app.get("/signin").send().await.unwrap();
+    assert_eq!(tenant_read.status(), 200);
+    assert_eq!(refused.status(), 401);
+    assert_eq!(no_route.status(), 404);
+    assert_eq!(signin.status(), 200);
+    for res in [&tenant_read, &refused, &no_route, &signin] {
+        assert_eq!(header(res, "x-content-type-options"), "nosniff");
+        assert_eq!(header(res, "x-frame-options"), "DENY");
+        assert_eq!(header(res, "referrer-policy"), "same-origin");
+        assert_eq!(header(res, "cache-control"), "no-store");
+        let policy = header(res, "content-security-policy");
+        assert!(policy.contains("frame-ancestors 'none'"), "{policy}");
+        assert!(
+            policy.contains("script-src 'self';"),
+            "no inline script: {policy}"
+        );
+        assert!(!policy.contains("unsafe-eval"), "{policy}");
+    }
+
+    let docs = app.get("/api/docs").send().await.unwrap();
+    assert_eq!(docs.status(), 200);
+    let policy = header(&docs, "content-security-policy");
+    assert!(
+        policy.contains("script-src 'self' 'unsafe-inline';"),
+        "Swagger UI starts with an inline script: {policy}"
+    );
+    assert!(policy.contains("frame-ancestors 'none'"), "{policy}");
+    assert_eq!(header(&docs, "cache-control"), "public, max-age=3600");
+    assert_eq!(header(&docs, "x-content-type-options"), "nosniff");
+    app.stop().await;
+}
