@@ -926,9 +926,14 @@ async fn online_move(wait: bool) -> (usize, u64) {
     let layout = move_layout().await;
     let settings = || {
         let mut s = layout.settings();
-        if !wait {
-            s.topology.move_wait.budget = Duration::ZERO;
-        }
+        // Waiting: longer than any fence this test makes (its final copy and comparison
+        // under load took 2.3 s on a CI run, past the 2 s default, and 3 writes met a 503),
+        // and inside the 10 s request timeout.
+        s.topology.move_wait.budget = if wait {
+            Duration::from_secs(8)
+        } else {
+            Duration::ZERO
+        };
         s
     };
     let apps = Arc::new(vec![
