@@ -42,15 +42,10 @@ pub fn serve(
     let routes = routes
         .fallback(|| async { error::ApiError::NotFound("no such route") })
         .layer(AroundLayer(metrics::Track));
-    let [nosniff, frames, referrer, policy, caching] = edge_headers::every_answer();
     let stack = ServiceBuilder::new()
         .layer(AroundLayer(request_id::RequestIds))
         .layer(AroundLayer(access_log::AccessLog))
-        .layer(edge_headers::layer(nosniff))
-        .layer(edge_headers::layer(frames))
-        .layer(edge_headers::layer(referrer))
-        .layer(edge_headers::layer(policy))
-        .layer(edge_headers::layer(caching))
+        .map_response(edge_headers::stamp)
         .layer(SetResponseHeaderLayer::overriding(
             HeaderName::from_static("x-served-by"),
             served_by,
