@@ -3,6 +3,8 @@
 //! Both sides are hashed before comparing, and the digests compared in constant time, so
 //! neither the token's bytes nor its length can be learnt from response timing.
 
+use std::sync::Arc;
+
 use axum::extract::{Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::Next;
@@ -12,7 +14,8 @@ use axum_extra::headers::{Authorization, HeaderMapExt};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
-use crate::web::error::Reply;
+use crate::web::error::{ApiError, Reply};
+use crate::web::failed_credentials::FailedCredentials;
 
 /// Shortest token accepted: anything shorter is guessable over the network.
 pub const MIN_TOKEN_CHARS: usize = 16;
@@ -78,18 +81,31 @@ fn presented(headers: &axum::http::HeaderMap) -> Option<String> {
         })
 }
 
+/// What the admin routes' door holds: the token, and the limit wrong tokens count against.
+#[derive(Clone)]
+pub struct Door {
+    pub token: AdminToken,
+    pub failed_credentials: Arc<FailedCredentials>,
+}
+
 /// Middleware: lets a request through only with the token; 401 (with the header that
-/// makes browsers prompt) otherwise. Without a configured token the routes are not even
+/// makes browsers prompt) otherwise, and 429 to an address that has failed too many
+/// credential checks this minute. Without a configured token the routes are not even
 /// mounted.
-pub async fn require(State(token): State<AdminToken>, req: Request, next: Next) -> Response {
-    match presented(req.headers()) {
-        Some(p) if token.matches(&p) => next.run(req).await,
-        Some(_) => {
-            tracing::warn!(path = %req.uri().path(), "admin: wrong credentials");
-            unauthorized()
-        }
-        None => unauthorized(),
+pub async fn require(State(door): State<Door>, req: Request, next: Next) -> Response {
+    let Some(presented) = presented(req.headers()) else {
+        return unauthorized();
+    };
+    let limit = &door.failed_credentials;
+    if let Err(refused) = limit.check(req.headers(), req.extensions()) {
+        return ApiError::from(refused).into_response();
     }
+    if door.token.matches(&presented) {
+        return next.run(req).await;
+    }
+    tracing::warn!(path = %req.uri().path(), "admin: wrong credentials");
+    limit.failed(req.headers(), req.extensions());
+    unauthorized()
 }
 
 /// 401, with the header that makes browsers show their own login prompt (any user name,

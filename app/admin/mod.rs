@@ -52,8 +52,11 @@ pub fn router<S>(state: AdminState) -> OpenApiRouter<S>
 where
     S: Clone + Send + Sync + 'static,
 {
-    let token = state.token.clone();
+    let door = auth::Door {
+        token: state.token.clone(),
+        failed_credentials: state.failed_credentials.clone(),
+    };
     routes()
-        .route_layer(axum::middleware::from_fn_with_state(token, auth::require))
+        .route_layer(axum::middleware::from_fn_with_state(door, auth::require))
         .with_state(state)
 }

@@ -18,6 +18,7 @@ use crate::sharding::cross_shard::CrossShard;
 use crate::tenancy::TenantId;
 use crate::web::InstanceName;
 use crate::web::error::ApiError;
+use crate::web::failed_credentials::FailedCredentials;
 
 /// What the admin page reads: every shard and the control database, and the figures the
 /// other features keep in this process. Cheap to clone.
@@ -27,6 +28,8 @@ pub struct AdminState(Arc<Sources>);
 /// The parts of an [`AdminState`], as the app's assembly hands them over.
 pub struct Sources {
     pub token: AdminToken,
+    /// Wrong admin credentials count against the client's address.
+    pub failed_credentials: Arc<FailedCredentials>,
     pub shards: Shards,
     pub cross: CrossShard,
     pub control: ControlDb,

@@ -20,6 +20,7 @@ use utoipa_axum::router::OpenApiRouter;
 use crate::sharding::access::Shards;
 use crate::sharding::tenant_rows::{Parent, TenantTable};
 use crate::tenancy::auth::Authenticator;
+use crate::web::failed_credentials::FailedCredentials;
 
 /// The tenant's own routes: the JSON API (described in the API document) and the HTML UI
 /// with its sign-in (pages, not API). They expect the app to put them behind tenant
@@ -30,6 +31,7 @@ where
     S: Clone + Send + Sync + 'static,
     Shards: FromRef<S>,
     Arc<Authenticator>: FromRef<S>,
+    Arc<FailedCredentials>: FromRef<S>,
 {
     api::routes()
         .merge(batch::routes())

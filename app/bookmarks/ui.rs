@@ -9,8 +9,9 @@ use axum::Router;
 use std::sync::Arc;
 
 use axum::extract::{FromRef, FromRequestParts, Query, State};
-use axum::http::StatusCode;
+use axum::http::header::RETRY_AFTER;
 use axum::http::request::Parts;
+use axum::http::{Extensions, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
 use axum_extra::extract::CookieJar;
@@ -32,6 +33,7 @@ use crate::tenancy::members::Role;
 use crate::web::csrf;
 use crate::web::error::ApiError;
 use crate::web::extract::{ConnectionMode, ShardedDb, ShardedReadDb, TenantSession, UiForm};
+use crate::web::failed_credentials::FailedCredentials;
 
 /// The HTML pages.
 pub fn routes<S>() -> Router<S>
@@ -39,6 +41,7 @@ where
     S: Clone + Send + Sync + 'static,
     Shards: FromRef<S>,
     Arc<Authenticator>: FromRef<S>,
+    Arc<FailedCredentials>: FromRef<S>,
 {
     Router::new()
         .route("/", get(home::<S>))
@@ -357,12 +360,29 @@ async fn sign_in_form(jar: CookieJar) -> Response {
 /// Checks the tenant and key, and on success signs the browser in. A refused sign-in is a
 /// 422 with the form again, not a 401: this is no HTTP authentication scheme, and a browser
 /// that gets a 401 forgets the Basic credentials it holds for the origin (the admin page's).
+/// A refused key counts against the client's address (429 with the form once it has
+/// failed too often this minute).
 async fn sign_in(
     State(auth): State<Arc<Authenticator>>,
+    State(limit): State<Arc<FailedCredentials>>,
+    headers: HeaderMap,
+    extensions: Extensions,
     jar: CookieJar,
     UiForm(form): UiForm<SignInForm>,
 ) -> Result<Response, ApiError> {
     csrf::check(&jar, &form.csrf)?;
+    if let Err(refused) = limit.check(&headers, &extensions) {
+        let why = ApiError::from(refused).to_string();
+        let mut page = sign_in_page(
+            jar,
+            form.tenant.clone(),
+            Some(why),
+            StatusCode::TOO_MANY_REQUESTS,
+        );
+        page.headers_mut()
+            .insert(RETRY_AFTER, HeaderValue::from(refused.retry_after));
+        return Ok(page);
+    }
     let refused = |jar, why: &str, status| {
         Ok(sign_in_page(
             jar,
@@ -378,6 +398,7 @@ async fn sign_in(
     let key = match ApiKey::parse(form.key.trim()) {
         Ok(key) => key,
         Err(e) => {
+            limit.failed(&headers, &extensions);
             return refused(jar, &format!("key: {e}"), StatusCode::UNPROCESSABLE_ENTITY);
         }
     };
@@ -392,11 +413,14 @@ async fn sign_in(
             StatusCode::SERVICE_UNAVAILABLE,
         ),
         // One answer for every mismatch, so the form does not tell which part was wrong.
-        _ => refused(
-            jar,
-            "that key does not sign in as that tenant (or it has been revoked)",
-            StatusCode::UNPROCESSABLE_ENTITY,
-        ),
+        _ => {
+            limit.failed(&headers, &extensions);
+            refused(
+                jar,
+                "that key does not sign in as that tenant (or it has been revoked)",
+                StatusCode::UNPROCESSABLE_ENTITY,
+            )
+        }
     }
 }
 

@@ -61,14 +61,18 @@ enum OverrideError {
 /// Environment values are text; fields that are numbers, booleans or lists are converted here.
 fn typed_value(field: &str, raw: &str) -> Result<Value, OverrideError> {
     match field {
-        "slots" => Ok(Value::Array(
+        "slots" | "trusted_proxies" => Ok(Value::Array(
             raw.split(',')
                 .map(str::trim)
                 .filter(|s| !s.is_empty())
                 .map(|s| Value::String(s.to_owned()))
                 .collect(),
         )),
-        f if f.ends_with("pool_size") || f.ends_with("_ms") || f == "max_in_flight_per_tenant" => {
+        f if f.ends_with("pool_size")
+            || f.ends_with("_ms")
+            || f == "max_in_flight_per_tenant"
+            || f == "failed_credentials_per_minute" =>
+        {
             raw.trim()
                 .parse::<u32>()
                 .map(|n| Value::Integer(i64::from(n)))

@@ -8,6 +8,7 @@
 
 mod database;
 mod env;
+pub mod proxies;
 mod raw;
 mod slots;
 
@@ -40,6 +41,7 @@ pub struct Settings {
     pub tenancy: TenancySettings,
     pub changes: ChangesSettings,
     pub imports: ImportSettings,
+    pub web: WebSettings,
 }
 
 /// `[imports]`: how imports share their shard.
@@ -64,6 +66,27 @@ pub struct ChangesSettings {
 }
 
 pub const DEFAULT_TOMBSTONE_RETENTION_DAYS: u64 = 30;
+
+/// `[web]`: who the HTTP layer believes, and how much guessing it tolerates.
+#[derive(Debug, Clone)]
+pub struct WebSettings {
+    /// Peers whose `X-Forwarded-For` names the client (nginx); nobody else's is believed.
+    pub trusted_proxies: proxies::TrustedProxies,
+    /// Failed credential checks one client address may make in a minute before its
+    /// credentials are answered 429 for the rest of that minute (0: no limit).
+    pub failed_credentials_per_minute: u32,
+}
+
+pub const DEFAULT_FAILED_CREDENTIALS_PER_MINUTE: u32 = 20;
+
+impl Default for WebSettings {
+    fn default() -> Self {
+        Self {
+            trusted_proxies: proxies::TrustedProxies::none(),
+            failed_credentials_per_minute: DEFAULT_FAILED_CREDENTIALS_PER_MINUTE,
+        }
+    }
+}
 
 /// `[tenancy]`: how a request names its tenant, and how it proves it may act as it.
 #[derive(Debug, Clone)]
@@ -122,6 +145,15 @@ struct RawSettings {
     changes: RawChanges,
     #[serde(default)]
     imports: RawImports,
+    #[serde(default)]
+    web: RawWeb,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawWeb {
+    trusted_proxies: Option<Vec<String>>,
+    failed_credentials_per_minute: Option<u32>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -244,6 +276,7 @@ impl Settings {
             ));
         }
         let imports = ImportSettings { rest };
+        let web = validate_web(&raw.web, &mut problems);
         let topology = match raw.database {
             Some(db) => database::topology(&db, &raw.sharding)
                 .map_err(|p| problems.extend(p))
@@ -260,9 +293,24 @@ impl Settings {
                 tenancy,
                 changes,
                 imports,
+                web,
             }),
             _ => Err(problems),
         }
+    }
+}
+
+fn validate_web(raw: &RawWeb, problems: &mut Vec<String>) -> WebSettings {
+    let entries = raw.trusted_proxies.iter().flatten().map(String::as_str);
+    let trusted_proxies = proxies::TrustedProxies::parse(entries).unwrap_or_else(|e| {
+        problems.push(format!("[web] trusted_proxies: {e}"));
+        proxies::TrustedProxies::none()
+    });
+    WebSettings {
+        trusted_proxies,
+        failed_credentials_per_minute: raw
+            .failed_credentials_per_minute
+            .unwrap_or(DEFAULT_FAILED_CREDENTIALS_PER_MINUTE),
     }
 }
 

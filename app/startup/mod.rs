@@ -35,7 +35,9 @@ use crate::tenancy::TenantHeader;
 use crate::tenancy::auth::Authenticator;
 use crate::tenancy::key_store::KeyStore;
 use crate::tenancy::session::Sessions;
+use crate::web::client_address::PeerAddress;
 use crate::web::drain::{ClosingListener, Draining};
+use crate::web::failed_credentials::FailedCredentials;
 use crate::web::health::{ProbeTiming, Readiness};
 use crate::web::metrics::{Metrics, ShardMetrics};
 use crate::web::{HttpService, InstanceName};
@@ -179,6 +181,10 @@ impl Application {
             .directory_router
             .then(|| Arc::new(DirectoryRouter::with_lookups(lookups.clone(), &set)));
         let authenticator = Arc::new(authenticator(&settings, &options, lookups.clone())?);
+        let failed_credentials = Arc::new(FailedCredentials::new(
+            settings.web.failed_credentials_per_minute,
+            settings.web.trusted_proxies.clone(),
+        ));
         let reads_control = directory.is_some() || authenticator.mode() == AuthMode::ApiKey;
         let control_breaker = reads_control.then(|| Arc::clone(lookups.breaker()));
         let router: Arc<dyn ShardRouter> = match &directory {
@@ -212,6 +218,7 @@ impl Application {
         let admin = options.admin_token.clone().map(|token| {
             AdminState::new(admin::Sources {
                 token,
+                failed_credentials: failed_credentials.clone(),
                 shards: shards.clone(),
                 cross: cross.clone(),
                 control: ControlDb::new(control.clone(), options.shard_timeout),
@@ -240,6 +247,7 @@ impl Application {
             shards: shards.clone(),
             cross,
             authenticator: authenticator.clone(),
+            failed_credentials,
             fairness,
             metrics,
             instance: instance.clone(),
@@ -412,7 +420,11 @@ impl Application {
         let all_read = connections.clone();
         let serve = axum::serve(
             listener,
-            axum::ServiceExt::<axum::extract::Request>::into_make_service(self.router),
+            // The peer's address rides on every request (`ConnectInfo`): the failed
+            // credential limit counts by client address.
+            axum::ServiceExt::<axum::extract::Request>::into_make_service_with_connect_info::<
+                PeerAddress,
+            >(self.router),
         )
         .with_graceful_shutdown(async move {
             if closed.await.is_ok() {

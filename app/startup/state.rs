@@ -31,6 +31,7 @@ use crate::web::around::AroundLayer;
 use crate::web::authenticate::Authenticate;
 use crate::web::drain::Draining;
 use crate::web::edge_headers;
+use crate::web::failed_credentials::FailedCredentials;
 use crate::web::health::{self, Readiness};
 use crate::web::metrics::{self, Metrics};
 use crate::web::openapi::{self, Access, ApiDocument};
@@ -45,6 +46,8 @@ pub(super) struct Parts {
     pub(super) shards: Shards,
     pub(super) cross: CrossShard,
     pub(super) authenticator: Arc<Authenticator>,
+    /// The failed credential limit, shared by every door that checks credentials.
+    pub(super) failed_credentials: Arc<FailedCredentials>,
     pub(super) fairness: Fairness,
     pub(super) readiness: Readiness,
     pub(super) metrics: Metrics,
@@ -73,7 +76,10 @@ impl AppState {
         let me = self.parts();
         routes
             .route_layer(AroundLayer(Admission::new(me.fairness.clone())))
-            .route_layer(AroundLayer(Authenticate::new(me.authenticator.clone())))
+            .route_layer(AroundLayer(Authenticate::new(
+                me.authenticator.clone(),
+                me.failed_credentials.clone(),
+            )))
     }
 
     /// Every route of the app, behind the layers every request passes, and the page that
@@ -240,6 +246,7 @@ parts_by_type! {
     control: ControlLookups,
     cross: CrossShard,
     authenticator: Arc<Authenticator>,
+    failed_credentials: Arc<FailedCredentials>,
     fairness: Fairness,
     readiness: Readiness,
     metrics: Metrics,

@@ -59,6 +59,20 @@ impl AuthError {
     }
 }
 
+impl AuthError {
+    /// The request presented credentials that do not hold: what a guesser gets, and what
+    /// the failed credential limit counts. An expired or revoked session is not a guess (a
+    /// session cannot be made without the server's secret), nor is a missing one.
+    pub fn is_failed_check(&self) -> bool {
+        matches!(
+            self,
+            AuthError::KeyFormat(_)
+                | AuthError::InvalidKey
+                | AuthError::Session(SessionError::Forged)
+        )
+    }
+}
+
 /// What a request proved: the tenant, the key that proved it and the member it acts for
 /// (none in `trusted_header` mode, for background work and for trusted overrides, which act
 /// with every right), and the role it acts with.
@@ -124,6 +138,12 @@ impl Authenticator {
 
     pub fn sessions(&self) -> &Sessions {
         &self.sessions
+    }
+
+    /// Whether the request presents a credential to check (a key or a session cookie), as
+    /// opposed to none at all.
+    pub fn presents_credentials(&self, parts: &Parts) -> bool {
+        parts.headers.contains_key(AUTHORIZATION) || self.sessions.presented(&parts.headers)
     }
 
     /// Which tenant the request may act as, and by what proof. Costs no shard round trip:

@@ -76,6 +76,9 @@ impl KeyStore {
         };
         let epoch = self.cache.epoch();
         let fetched = Instant::now();
+        // Each one a statement on the control database: what the failed credential limit
+        // spares it.
+        metrics::counter!("api_key_lookups_total").increment(1);
         match self
             .control
             .run(async |c| keys::lookup(c, digest).await)

@@ -89,6 +89,11 @@ impl Sessions {
         jar.remove(Cookie::build(COOKIE).path("/"))
     }
 
+    /// Whether the request carries a session cookie at all, valid or not.
+    pub fn presented(&self, headers: &HeaderMap) -> bool {
+        CookieJar::from_headers(headers).get(COOKIE).is_some()
+    }
+
     /// The session the browser presents: `None` when it presents none.
     pub fn read(&self, headers: &HeaderMap) -> Result<Option<SessionClaim>, SessionError> {
         let Some(cookie) = CookieJar::from_headers(headers).get(COOKIE).cloned() else {

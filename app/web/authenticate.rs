@@ -3,7 +3,9 @@
 //! any extractor. The `Tenant` extractor, and every shard extractor built on it, then hands
 //! handlers only a tenant that was proven, or answers with the reason (401, 403, 503); a
 //! refused request never reaches a shard. A member whose role only reads is refused every
-//! method but GET, HEAD and OPTIONS here (403 `forbidden_role`).
+//! method but GET, HEAD and OPTIONS here (403 `forbidden_role`). A failed check (a wrong,
+//! revoked or malformed key, a forged session) counts against the client's address, and an
+//! address over its limit is answered 429 here, before its credentials are looked up.
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -16,7 +18,10 @@ use axum::response::IntoResponse;
 
 use super::around::{Answer, Around};
 use super::consistency::{self, Brought};
+use super::error::ApiError;
+use super::failed_credentials::FailedCredentials;
 use super::request_facts::{RequestFacts, remember_tenant};
+use crate::configuration::AuthMode;
 use crate::tenancy::auth::{AuthError, Authenticator};
 use crate::tenancy::members::Role;
 
@@ -24,14 +29,23 @@ use crate::tenancy::members::Role;
 #[derive(Debug, Clone)]
 pub struct AuthFailure(pub AuthError);
 
-/// As a layer: `AroundLayer(Authenticate::new(authenticator))`, outermost on the tenant
-/// routes.
+/// As a layer: `AroundLayer(Authenticate::new(authenticator, limit))`, outermost on the
+/// tenant routes.
 #[derive(Clone)]
-pub struct Authenticate(Arc<Authenticator>);
+pub struct Authenticate {
+    authenticator: Arc<Authenticator>,
+    failed_credentials: Arc<FailedCredentials>,
+}
 
 impl Authenticate {
-    pub fn new(authenticator: Arc<Authenticator>) -> Self {
-        Self(authenticator)
+    pub fn new(
+        authenticator: Arc<Authenticator>,
+        failed_credentials: Arc<FailedCredentials>,
+    ) -> Self {
+        Self {
+            authenticator,
+            failed_credentials,
+        }
     }
 }
 
@@ -43,12 +57,21 @@ impl Around for Authenticate {
     {
         // Facts first, so that the tenant is kept in them even without an outer layer.
         RequestFacts::of(&mut request);
-        let authenticator = Arc::clone(&self.0);
+        let authenticator = Arc::clone(&self.authenticator);
+        let limit = Arc::clone(&self.failed_credentials);
         // The check may wait for the control database: take the service that was polled
         // ready and leave a clone in its place.
         let mut ready = std::mem::replace(inner, inner.clone());
         Box::pin(async move {
             let (mut parts, body) = request.into_parts();
+            // Only credentials are limited: a trusted gateway's header is not a guess, and a
+            // request that presents none (the sign-in page) costs no lookup.
+            if authenticator.mode() == AuthMode::ApiKey
+                && let Err(refused) = limit.check(&parts.headers, &parts.extensions)
+                && authenticator.presents_credentials(&parts)
+            {
+                return Ok(ApiError::from(refused).into_response());
+            }
             match authenticator.authenticate(&parts).await {
                 // A role that only reads is refused every other method here, once for every
                 // tenant route, so that no write operation depends on remembering to check.
@@ -71,6 +94,9 @@ impl Around for Authenticate {
                     parts.extensions.insert(proven);
                 }
                 Err(e) => {
+                    if e.is_failed_check() {
+                        limit.failed(&parts.headers, &parts.extensions);
+                    }
                     parts.extensions.insert(AuthFailure(e));
                 }
             }

@@ -33,6 +33,8 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Notify, oneshot};
 
+use super::client_address::PeerAddress;
+
 /// Whether this replica is on its way out; shared by readiness and the response headers.
 #[derive(Clone, Default)]
 pub struct Draining(Arc<AtomicBool>);
@@ -292,6 +294,15 @@ impl axum::serve::Listener for ClosingListener {
 
     fn local_addr(&self) -> io::Result<SocketAddr> {
         Ok(self.addr)
+    }
+}
+
+/// What the server records of each connection for its requests: the peer's address.
+impl axum::extract::connect_info::Connected<axum::serve::IncomingStream<'_, ClosingListener>>
+    for PeerAddress
+{
+    fn connect_info(stream: axum::serve::IncomingStream<'_, ClosingListener>) -> Self {
+        PeerAddress(*stream.remote_addr())
     }
 }
 

@@ -23,6 +23,7 @@ use crate::sharding::access::ShardError;
 use crate::tenancy::TenantError;
 use crate::tenancy::auth::AuthError;
 use crate::web::access_log::Cause;
+use crate::web::failed_credentials::Refused;
 
 /// What a 503 tells clients to wait: about one connect timeout, after which a shard or the
 /// control database that came back is being used again.
@@ -58,6 +59,7 @@ pub const CODES: &[&str] = &[
     "tenant_mismatch",
     "tenant_moved",
     "tenant_moving",
+    "too_many_failed_credentials",
     "unknown_shard",
     "unsupported_media_type",
     "write_outcome_unknown",
@@ -87,6 +89,11 @@ pub enum ApiError {
     RequestTimeout(std::time::Duration),
     #[error(transparent)]
     Shard(#[from] ShardError),
+    #[error(
+        "this address failed {} credential checks within a minute; none is checked from it \
+         until Retry-After seconds have passed", .0.per_minute
+    )]
+    TooManyFailedCredentials(Refused),
     #[error("internal error")]
     Internal(#[from] anyhow::Error),
     /// A feature's own error, as the feature describes it.
@@ -176,6 +183,12 @@ impl IntoResponse for Reply {
     }
 }
 
+impl From<Refused> for ApiError {
+    fn from(refused: Refused) -> Self {
+        ApiError::TooManyFailedCredentials(refused)
+    }
+}
+
 impl ApiError {
     /// How this error answers: one match for status, code, message, details, `Retry-After`
     /// and cause together.
@@ -212,6 +225,16 @@ impl ApiError {
                 // The whole chain of causes, on one line.
                 .cause(Level::ERROR, "internal error", format!("{e:#}")),
             ApiError::Shard(e) => shard_reply(e),
+            ApiError::TooManyFailedCredentials(refused) => {
+                Reply::new(S::TOO_MANY_REQUESTS, "too_many_failed_credentials", message)
+                    .detail("per_minute", refused.per_minute)
+                    .retry_after(refused.retry_after)
+                    .cause(
+                        Level::WARN,
+                        "credentials refused unchecked",
+                        format!("client {}", refused.client),
+                    )
+            }
         }
     }
 

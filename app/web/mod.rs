@@ -6,12 +6,14 @@
 pub mod access_log;
 pub mod around;
 pub mod authenticate;
+pub mod client_address;
 pub mod consistency;
 pub mod csrf;
 pub mod drain;
 pub mod edge_headers;
 pub mod error;
 pub mod extract;
+pub mod failed_credentials;
 pub mod fallbacks;
 pub mod health;
 pub mod in_flight;

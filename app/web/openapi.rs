@@ -206,7 +206,9 @@ const SHARED_ANSWERS: [(u16, &str); 8] = [
     (
         429,
         "This tenant has as many requests in progress on this server as it may \
-         (`tenant_busy`); nothing was done. Retry after `Retry-After` seconds.",
+         (`tenant_busy`), or this client address failed too many credential checks within a \
+         minute (`too_many_failed_credentials`, with `per_minute`); nothing was done. Retry \
+         after `Retry-After` seconds.",
     ),
     (
         503,
@@ -251,7 +253,7 @@ fn complete_operation(operation: &mut Operation, access: Access, has_body: bool)
             parameters.push(consistency_token_parameter());
         }
         Access::Admin => {
-            shared.extend([400, 401, 500]);
+            shared.extend([400, 401, 429, 500]);
             operation.security = Some(vec![
                 SecurityRequirement::new(ADMIN_BEARER, Vec::<String>::new()),
                 SecurityRequirement::new(ADMIN_BASIC, Vec::<String>::new()),

@@ -17,6 +17,7 @@ mod directory;
 mod drained;
 mod edge_headers;
 mod export;
+mod failed_credentials;
 mod fairness;
 mod imports;
 mod leaving;
