@@ -47,6 +47,7 @@ fn key_check(c: &mut Criterion) {
                 member_name: "Owner".to_owned(),
                 role: bookmarks_sharded::tenancy::members::Role::Admin,
                 revoked: false,
+                session_generation: 0,
             }),
         );
         let (parts, ()) = Request::builder()

@@ -404,7 +404,8 @@ async fn sign_in(
     };
     match auth.keys().check(&key).await {
         KeyCheck::Valid(known) if known.credential.tenant == tenant => {
-            let session = auth.sessions().start(&tenant, &key.digest());
+            let generation = known.credential.session_generation;
+            let session = auth.sessions().start(&tenant, &key.digest(), generation);
             Ok((session, Redirect::to("/")).into_response())
         }
         KeyCheck::Unavailable => refused(
@@ -426,10 +427,20 @@ async fn sign_in(
 
 async fn sign_out(
     State(auth): State<Arc<Authenticator>>,
+    headers: HeaderMap,
     jar: CookieJar,
     UiForm(form): UiForm<CsrfForm>,
 ) -> Result<Response, ApiError> {
     csrf::check(&jar, &form.csrf)?;
+    // Ends the session everywhere, not only in this browser: a copy of the cookie is
+    // refused on every replica from the key table's notification on. Signing out ends
+    // every session of the key (one generation per key).
+    if let Ok(Some(claim)) = auth.sessions().read(&headers) {
+        auth.keys().end_sessions(&claim.digest).await.map_err(|e| {
+            tracing::warn!(error = %e, "sign-out: cannot end the session on the control database");
+            ApiError::ControlUnavailable
+        })?;
+    }
     Ok((auth.sessions().end(jar), Redirect::to("/signin")).into_response())
 }
 

@@ -34,7 +34,7 @@ pub enum AuthError {
     InvalidKey,
     #[error("{0}")]
     Session(SessionError),
-    #[error("the session's key has been revoked; sign in again")]
+    #[error("the session has ended (signed out, or its key revoked); sign in again")]
     SessionRevoked,
     #[error("the {header} header names another tenant than the API key's")]
     TenantMismatch { header: String },
@@ -165,7 +165,7 @@ impl Authenticator {
     }
 
     async fn by_credentials(&self, parts: &Parts) -> Result<Authenticated, AuthError> {
-        let (digest, session_tenant) = match parts.headers.get(AUTHORIZATION).map(bearer) {
+        let (digest, session) = match parts.headers.get(AUTHORIZATION).map(bearer) {
             Some(Ok(key)) => {
                 let key = ApiKey::parse(key).map_err(AuthError::KeyFormat)?;
                 (key.digest(), None)
@@ -173,26 +173,29 @@ impl Authenticator {
             // A browser that signed in to the admin page sends its Basic credentials to
             // the whole origin: a session cookie, when there is one, is the tenant's proof.
             Some(Err(not_bearer)) => match self.sessions.read(&parts.headers) {
-                Ok(Some(claim)) => (claim.digest, Some(claim.tenant)),
+                Ok(Some(claim)) => (claim.digest, Some(claim)),
                 _ => return Err(not_bearer),
             },
             None => match self.sessions.read(&parts.headers) {
-                Ok(Some(claim)) => (claim.digest, Some(claim.tenant)),
+                Ok(Some(claim)) => (claim.digest, Some(claim)),
                 Ok(None) => return Err(AuthError::MissingCredentials),
                 Err(e) => return Err(AuthError::Session(e)),
             },
         };
         let credential = match self.keys.check_digest(&digest).await {
             KeyCheck::Valid(known) => known.credential.clone(),
-            KeyCheck::Revoked | KeyCheck::Unknown if session_tenant.is_some() => {
+            KeyCheck::Revoked | KeyCheck::Unknown if session.is_some() => {
                 return Err(AuthError::SessionRevoked);
             }
             KeyCheck::Revoked | KeyCheck::Unknown => return Err(AuthError::InvalidKey),
             KeyCheck::Unavailable => return Err(AuthError::Unavailable),
         };
         let tenant = credential.tenant;
-        if session_tenant.is_some_and(|t| t != tenant) {
-            // A session for a key that has since been given to another tenant.
+        // A session for a key that has since been given to another tenant, or one signed
+        // out since (its key's generation moved on).
+        if session
+            .is_some_and(|s| s.tenant != tenant || s.generation < credential.session_generation)
+        {
             return Err(AuthError::SessionRevoked);
         }
         if let Some(named) = super::named_in_header(parts, self.header.as_str())?

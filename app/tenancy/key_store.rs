@@ -17,7 +17,7 @@ use quanta::Instant;
 use super::api_key::{ApiKey, KeyDigest};
 use super::keys::{self, CHANNEL, Credential};
 use crate::pg::answer_cache::{AnswerCache, Cached};
-use crate::pg::control::ControlLookups;
+use crate::pg::control::{ControlLookups, LookupError};
 use crate::pg::listener::Invalidated;
 
 /// Entries kept at most (keys, and digests nobody has a key for).
@@ -151,6 +151,18 @@ impl KeyStore {
                 }
             });
         }
+    }
+
+    /// Ends every session signed in with the key whose digest this is (sign-out): its
+    /// generation moves on in the control database, whose notification drops the key from
+    /// every process's cache; this process drops it at once. Fails when the control
+    /// database cannot be reached, and then nothing has ended.
+    pub async fn end_sessions(&self, digest: &KeyDigest) -> Result<(), LookupError> {
+        self.control
+            .run(async |c| keys::end_sessions(c, digest).await)
+            .await?;
+        self.cache.evict(digest);
+        Ok(())
     }
 
     /// Records what the control database says of a key, obtained elsewhere (a benchmark),

@@ -28,6 +28,7 @@ diesel::table! {
         last_used_at -> Nullable<Timestamptz>,
         revoked_at -> Nullable<Timestamptz>,
         member_id -> Uuid,
+        session_generation -> Integer,
     }
 }
 
@@ -63,6 +64,8 @@ pub struct Credential {
     pub role: Role,
     /// The key is revoked or its member disabled.
     pub revoked: bool,
+    /// Sessions signed in with the key at an older generation have ended (signed out).
+    pub session_generation: i32,
 }
 
 /// Longest note a key may carry, in characters.
@@ -223,6 +226,7 @@ pub async fn lookup(
         String,
         String,
         Option<DateTime<Utc>>,
+        i32,
     );
     let row: Option<Found> = tenant_api_keys::table
         .inner_join(tenant_members::table)
@@ -235,12 +239,13 @@ pub async fn lookup(
             tenant_members::name,
             tenant_members::role,
             tenant_members::disabled_at,
+            k::session_generation,
         ))
         .first(conn)
         .await
         .optional()?;
     Ok(row.and_then(
-        |(id, tenant, revoked_at, member, member_name, role, disabled_at)| {
+        |(id, tenant, revoked_at, member, member_name, role, disabled_at, generation)| {
             // The table only ever holds ids that parsed; a row edited by hand into something
             // else works for nobody.
             let tenant = TenantId::parse(&tenant).ok()?;
@@ -251,9 +256,19 @@ pub async fn lookup(
                 member_name,
                 role: Role::parse(&role).ok()?,
                 revoked: revoked_at.is_some() || disabled_at.is_some(),
+                session_generation: generation,
             })
         },
     ))
+}
+
+/// Ends every session signed in with the key whose digest this is, on every web replica:
+/// its generation moves on, and the table's notification drops the key from every cache.
+pub async fn end_sessions(conn: &mut AsyncPgConnection, digest: &KeyDigest) -> QueryResult<usize> {
+    diesel::update(tenant_api_keys::table.filter(k::key_hash.eq(digest.0.as_slice())))
+        .set(k::session_generation.eq(k::session_generation + 1))
+        .execute(conn)
+        .await
 }
 
 /// Notes that key `id` was used (unless that was noted within the last minute).

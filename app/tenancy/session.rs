@@ -1,11 +1,12 @@
 //! Signed-in browsers: the HTML UI's session cookie.
 //!
 //! Signing in with a tenant and one of its API keys sets a cookie holding the tenant, the
-//! key's digest and an expiry, signed (HMAC-SHA256) with the session secret, so a browser
-//! can neither forge nor change one. HttpOnly (no script reads it), SameSite=Strict (no
-//! other site's page sends it), `Secure` when the site is served over TLS. Every request
-//! checks the key again through the key store, so revoking the key ends its sessions on
-//! every replica as soon as the revocation reaches it.
+//! key's digest, an expiry and the key's session generation, signed (HMAC-SHA256) with the
+//! session secret, so a browser can neither forge nor change one. HttpOnly (no script reads
+//! it), SameSite=Strict (no other site's page sends it), `Secure` when the site is served
+//! over TLS. Every request checks the key again through the key store, so revoking the key,
+//! disabling its member or signing out (which moves the key's generation on) ends its
+//! sessions on every replica as soon as the key table's notification reaches it.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -32,6 +33,8 @@ pub struct Sessions {
 pub struct SessionClaim {
     pub tenant: TenantId,
     pub digest: KeyDigest,
+    /// The key's session generation at sign-in.
+    pub generation: i32,
 }
 
 /// Why a session cookie does not sign anyone in.
@@ -70,10 +73,11 @@ impl Sessions {
         }
     }
 
-    /// Signs `tenant` in with the key whose digest this is: the cookie to set.
-    pub fn start(&self, tenant: &TenantId, digest: &KeyDigest) -> SignedCookieJar {
+    /// Signs `tenant` in with the key whose digest this is, at the key's current session
+    /// generation (signing out moves it on): the cookie to set.
+    pub fn start(&self, tenant: &TenantId, digest: &KeyDigest, generation: i32) -> SignedCookieJar {
         let expires = unix_now() + self.ttl.as_secs();
-        let value = format!("{tenant}:{}:{expires}", digest.to_hex());
+        let value = format!("{tenant}:{}:{expires}:{generation}", digest.to_hex());
         let cookie = Cookie::build((COOKIE, value))
             .path("/")
             .http_only(true)
@@ -102,19 +106,29 @@ impl Sessions {
         let cookie = SignedCookieJar::new(self.key.clone())
             .verify(cookie)
             .ok_or(SessionError::Forged)?;
-        let mut parts = cookie.value().splitn(3, ':');
+        let mut parts = cookie.value().splitn(4, ':');
         let (Some(tenant), Some(digest), Some(expires)) =
             (parts.next(), parts.next(), parts.next())
         else {
             return Err(SessionError::Forged);
         };
+        // Signed before sessions had generations: valid, but of no generation that can be
+        // checked, so the browser signs in again.
+        let Some(generation) = parts.next() else {
+            return Err(SessionError::Expired);
+        };
+        let generation: i32 = generation.parse().map_err(|_| SessionError::Forged)?;
         let tenant = TenantId::parse(tenant).map_err(|_| SessionError::Forged)?;
         let digest = KeyDigest::from_hex(digest).ok_or(SessionError::Forged)?;
         let expires: u64 = expires.parse().map_err(|_| SessionError::Forged)?;
         if expires <= unix_now() {
             return Err(SessionError::Expired);
         }
-        Ok(Some(SessionClaim { tenant, digest }))
+        Ok(Some(SessionClaim {
+            tenant,
+            digest,
+            generation,
+        }))
     }
 }
 
@@ -172,8 +186,13 @@ mod tests {
         let s = sessions(Duration::from_secs(60));
         let tenant = TenantId::parse("acme-corp").unwrap();
         let digest = ApiKey::generate().digest();
-        let headers = sent_back(s.start(&tenant, &digest));
-        assert_eq!(s.read(&headers), Ok(Some(SessionClaim { tenant, digest })));
+        let headers = sent_back(s.start(&tenant, &digest, 7));
+        let claim = SessionClaim {
+            tenant,
+            digest,
+            generation: 7,
+        };
+        assert_eq!(s.read(&headers), Ok(Some(claim)));
         assert_eq!(s.read(&HeaderMap::new()), Ok(None));
         let ended = sent_back(s.end(CookieJar::from_headers(&headers)));
         assert_eq!(s.read(&ended), Ok(None));
@@ -183,7 +202,7 @@ mod tests {
     fn a_cookie_changed_or_signed_by_another_secret_is_forged() {
         let s = sessions(Duration::from_secs(60));
         let tenant = TenantId::parse("acme-corp").unwrap();
-        let headers = sent_back(s.start(&tenant, &ApiKey::generate().digest()));
+        let headers = sent_back(s.start(&tenant, &ApiKey::generate().digest(), 0));
         let other = Sessions::new(&[8u8; 32], Duration::from_secs(60), false).unwrap();
         assert_eq!(other.read(&headers), Err(SessionError::Forged));
         let value = CookieJar::from_headers(&headers)
@@ -200,13 +219,15 @@ mod tests {
             s.read(&raw("acme-corp:00:99999999999")),
             Err(SessionError::Forged)
         );
+        let unsigned = format!("{value}0");
+        assert_eq!(s.read(&raw(&unsigned)), Err(SessionError::Forged));
     }
 
     #[test]
     fn an_expired_session_signs_nobody_in() {
         let s = sessions(Duration::ZERO);
         let tenant = TenantId::parse("acme-corp").unwrap();
-        let headers = sent_back(s.start(&tenant, &ApiKey::generate().digest()));
+        let headers = sent_back(s.start(&tenant, &ApiKey::generate().digest(), 0));
         assert_eq!(s.read(&headers), Err(SessionError::Expired));
     }
 

@@ -266,6 +266,83 @@ async fn only_a_digest_of_a_key_is_stored_and_the_cli_prints_it_once() {
 }
 
 #[tokio::test]
+async fn signing_out_ends_the_session_on_every_server_within_a_second_not_only_in_the_browser() {
+    use crate::service::{cookie_value, post_form};
+    let l = layout("").await;
+    // Two replicas sharing the session secret, as compose's do.
+    let replica = |name: &str| bookmarks_sharded::startup::ServeOptions {
+        session_secret: Some(vec![7u8; 32]),
+        ..test_options(name)
+    };
+    let (web1, web2) = (
+        TestApp::spawn_with(l.settings(), replica("signout-web1")).await,
+        TestApp::spawn_with(l.settings(), replica("signout-web2")).await,
+    );
+    let key = create_key(&l.settings(), "signs-out").await;
+    let sign_in = async |app: &TestApp| {
+        let home = app.get("/signin").send().await.unwrap();
+        let csrf = cookie_value(&home, "csrf").unwrap();
+        let fields = [
+            ("tenant", "signs-out"),
+            ("key", key.as_str()),
+            ("csrf", &csrf),
+        ];
+        let signed_in = post_form(app, "/signin", &format!("csrf={csrf}"), &fields).await;
+        assert_eq!(signed_in.status(), 303);
+        let session = cookie_value(&signed_in, "session").unwrap();
+        (csrf.clone(), format!("csrf={csrf}; session={session}"))
+    };
+    let status = async |app: &TestApp, cookies: &str| {
+        let res = app
+            .get("/api/bookmarks")
+            .header("cookie", cookies)
+            .send()
+            .await;
+        res.unwrap().status().as_u16()
+    };
+    let (csrf, copied) = sign_in(&web1).await;
+    assert_eq!(
+        (status(&web1, &copied).await, status(&web2, &copied).await),
+        (200, 200)
+    );
+
+    let out = post_form(&web1, "/signout", &copied, &[("csrf", &csrf)]).await;
+    assert_eq!(out.status(), 303);
+    let signed_out_at = Instant::now();
+    assert_eq!(
+        status(&web1, &copied).await,
+        401,
+        "at once where it signed out"
+    );
+    let refused = eventually(Duration::from_secs(1), || async {
+        status(&web2, &copied).await == 401
+    })
+    .await;
+    assert!(refused, "and on the other server within a second");
+    eprintln!(
+        "sign-out reached the other server in {:?}",
+        signed_out_at.elapsed()
+    );
+    let res = web2
+        .get("/api/bookmarks")
+        .header("cookie", &copied)
+        .send()
+        .await
+        .unwrap();
+    expect(res, 401, "invalid_session").await;
+
+    // Signing in again works, on either server.
+    let (_, again) = sign_in(&web2).await;
+    let both = eventually(Duration::from_secs(1), || async {
+        status(&web1, &again).await == 200 && status(&web2, &again).await == 200
+    })
+    .await;
+    assert!(both, "a new session works everywhere");
+    web1.stop().await;
+    web2.stop().await;
+}
+
+#[tokio::test]
 async fn a_revoked_key_stops_working_on_every_server_within_a_second() {
     let l = layout("").await;
     let (web1, web2) = (

@@ -885,7 +885,7 @@ async fn the_html_ui_signs_in_with_a_key_escapes_output_and_refuses_cross_site_f
         .unwrap();
     assert!(page.text().await.unwrap().contains("Sign in"));
 
-    // Signing out ends the session; so does revoking its key, on the next request.
+    // Signing out ends the session, a copy of the cookie included; so does revoking its key.
     let out = post_form(&app, "/signout", &jar, &[("csrf", csrf.as_str())]).await;
     assert_eq!(out.status(), 303);
     assert!(
@@ -903,9 +903,26 @@ async fn the_html_ui_signs_in_with_a_key_escapes_output_and_refuses_cross_site_f
         .unwrap();
     assert_eq!(
         still.status(),
-        200,
-        "a copied cookie works until its key is revoked"
+        401,
+        "a copied cookie is refused once signed out"
     );
+    let signed_in = post_form(
+        &app,
+        "/signin",
+        &format!("csrf={csrf}"),
+        &[("tenant", "ui-tenant"), ("key", &key), ("csrf", &csrf)],
+    )
+    .await;
+    let jar = format!(
+        "csrf={csrf}; session={}",
+        cookie_value(&signed_in, "session").unwrap()
+    );
+    let again = app
+        .get("/api/bookmarks")
+        .header("cookie", &jar)
+        .send()
+        .await;
+    assert_eq!(again.unwrap().status(), 200, "signing in again works");
     revoke_keys(&app.settings, "ui-tenant").await;
     let ended = eventually(Duration::from_secs(1), || async {
         let res = app
