@@ -83,13 +83,22 @@ pub struct ShardCard {
     pub circuits: Vec<BreakerSnapshot>,
 }
 
-/// Colours for shards in declaration order (cards, map and legend agree).
-const PALETTE: [&str; 8] = [
+/// Colours for shards in declaration order (cards, map and legend agree). The stylesheet
+/// (app/templates/admin.css) has a class for each, `shard-colour-<position>`.
+pub const PALETTE: [&str; 8] = [
     "#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1", "#9c755f",
 ];
 
 pub fn colour(index: usize) -> &'static str {
     PALETTE[index % PALETTE.len()]
+}
+
+impl ShardCard {
+    /// The stylesheet's class for this card's colour: the page carries no inline style.
+    pub fn colour_class(&self) -> String {
+        let position = PALETTE.iter().position(|c| *c == self.colour).unwrap_or(0);
+        format!("shard-colour-{position}")
+    }
 }
 
 #[derive(QueryableByName)]
@@ -321,5 +330,19 @@ pub async fn pins(state: &AdminState) -> (Vec<PinEntry>, Option<String>) {
     {
         Ok(rows) => (pin_entries(set, &rows), None),
         Err(reason) => (pin_entries(set, &[]), Some(reason.to_string())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_stylesheet_has_a_class_for_every_colour_of_the_palette() {
+        let css = include_str!("../templates/admin.css");
+        for (i, colour) in PALETTE.iter().enumerate() {
+            let rule = format!(".shard-colour-{i} {{ --shard: {colour}; }}");
+            assert!(css.contains(&rule), "admin.css lacks {rule}");
+        }
     }
 }

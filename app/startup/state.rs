@@ -103,7 +103,8 @@ impl AppState {
         web::serve(
             routes
                 .with_state(self.clone())
-                .merge(edge_headers::docs(openapi::docs_page())),
+                .merge(edge_headers::docs(openapi::docs_page()))
+                .merge(web::assets::routes()),
             &me.instance,
             request_timeout,
             max_in_flight,

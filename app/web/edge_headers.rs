@@ -12,26 +12,28 @@ use axum::http::header::{
 use axum::response::Response;
 use tower_http::set_header::SetResponseHeaderLayer;
 
-/// A content security policy whose `script-src` is `$script`; everything else is the same
-/// for every page.
+/// A content security policy whose `script-src` and `style-src` are these; everything
+/// else is the same for every page.
 macro_rules! policy {
-    ($script:literal) => {
+    ($script:literal, $style:literal) => {
         concat!(
             "default-src 'self'; script-src ",
             $script,
-            "; style-src 'self' 'unsafe-inline'; img-src 'self' data:; object-src 'none'; \
-             base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+            "; style-src ",
+            $style,
+            "; img-src 'self' data:; object-src 'none'; base-uri 'none'; form-action 'self'; \
+             frame-ancestors 'none'"
         )
     };
 }
 
-/// The pages need no script and nothing from elsewhere. Styles may be inline: the pages
-/// keep their small stylesheets in `<style>` and the admin page colours each shard's card.
-pub const PAGE_POLICY: &str = policy!("'self'");
+/// The pages need no script, no inline style and nothing from elsewhere: their
+/// stylesheets are the app's own (`/assets/*.css`).
+pub const PAGE_POLICY: &str = policy!("'self'", "'self'");
 
-/// Swagger UI's page starts itself with one inline script; it gets that and no more than
-/// the pages otherwise.
-pub const DOCS_POLICY: &str = policy!("'self' 'unsafe-inline'");
+/// Swagger UI's page starts itself with one inline script and sets inline styles; it gets
+/// those and no more than the pages otherwise.
+pub const DOCS_POLICY: &str = policy!("'self' 'unsafe-inline'", "'self' 'unsafe-inline'");
 
 type Set = SetResponseHeaderLayer<HeaderValue>;
 

@@ -5,6 +5,7 @@
 
 pub mod access_log;
 pub mod around;
+pub mod assets;
 pub mod authenticate;
 pub mod client_address;
 pub mod consistency;

@@ -39,7 +39,25 @@ async fn every_answer_forbids_sniffing_framing_and_caching_and_the_docs_page_may
             policy.contains("script-src 'self';"),
             "no inline script: {policy}"
         );
+        assert!(
+            policy.contains("style-src 'self';"),
+            "no inline style: {policy}"
+        );
         assert!(!policy.contains("unsafe-eval"), "{policy}");
+    }
+    // Nor do the pages have any: their stylesheets come from the app.
+    let page = signin.text().await.unwrap();
+    assert!(
+        !page.contains("<style") && !page.contains("style="),
+        "{page}"
+    );
+    assert!(page.contains("href=\"/assets/site.css\""), "{page}");
+    for sheet in ["/assets/site.css", "/assets/admin.css"] {
+        let css = app.get(sheet).send().await.unwrap();
+        assert_eq!(css.status(), 200, "{sheet}");
+        assert_eq!(header(&css, "content-type"), "text/css; charset=utf-8");
+        assert_eq!(header(&css, "cache-control"), "public, max-age=3600");
+        assert!(css.text().await.unwrap().contains("body {"), "{sheet}");
     }
 
     let docs = app.get("/api/docs").send().await.unwrap();

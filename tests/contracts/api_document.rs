@@ -32,6 +32,9 @@ const PAGES: &[&str] = &[
     "/admin/unpin",
     "/admin/keys/create",
     "/admin/keys/revoke",
+    // The pages' stylesheets.
+    "/assets/site.css",
+    "/assets/admin.css",
 ];
 
 fn document() -> Value {
