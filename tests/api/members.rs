@@ -267,6 +267,39 @@ async fn a_disabled_member_or_a_changed_role_takes_effect_on_every_server_within
 }
 
 #[tokio::test]
+async fn a_key_handed_to_another_member_in_the_database_acts_with_its_role_within_a_second() {
+    // Every change to what a key proves must reach the key caches, including one made by
+    // hand: the key table's trigger names each such column.
+    let l = layout("").await;
+    let app = TestApp::spawn(l.settings(), "members-handed").await;
+    let admin = app.key("handed-corp").await;
+    let (viewer, _) = member_with_key(&app, &admin, "vic@handed.example", "viewer").await;
+    let (_, key) = member_with_key(&app, &admin, "ed@handed.example", "editor").await;
+    let create = async |n: u32| {
+        let body = json!({"url": format!("https://handed.example/{n}")});
+        send(app.post("/api/bookmarks").json(&body), &key).await.0
+    };
+    assert_eq!(create(0).await, 201, "cached as the editor's key");
+    let (port, db) = &l.control;
+    sql(
+        *port,
+        db,
+        &format!(
+            "update tenant_api_keys set member_id = '{viewer}' \
+             where key_hash = sha256(convert_to('{key}', 'UTF8'))"
+        ),
+    )
+    .await;
+    let n = std::sync::atomic::AtomicU32::new(1);
+    let demoted = eventually(Duration::from_secs(1), || async {
+        create(n.fetch_add(1, std::sync::atomic::Ordering::Relaxed)).await == 403
+    })
+    .await;
+    assert!(demoted, "the viewer's key may not write (cache TTL 30 s)");
+    app.stop().await;
+}
+
+#[tokio::test]
 async fn member_fields_are_checked_one_by_one_and_a_refused_member_is_not_stored() {
     let l = layout("").await;
     let app = TestApp::spawn(l.settings(), "members-input").await;

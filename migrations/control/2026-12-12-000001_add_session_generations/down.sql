@@ -1,3 +1,4 @@
+-- Back to the trigger function of the members migration.
 CREATE OR REPLACE FUNCTION tenant_api_keys_notify() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
@@ -6,7 +7,8 @@ BEGIN
         RETURN NULL;
     END IF;
     IF TG_OP = 'UPDATE' AND NEW.revoked_at IS NOT DISTINCT FROM OLD.revoked_at
-        AND NEW.tenant_key = OLD.tenant_key AND NEW.key_hash = OLD.key_hash THEN
+        AND NEW.tenant_key = OLD.tenant_key AND NEW.key_hash = OLD.key_hash
+        AND NEW.member_id IS NOT DISTINCT FROM OLD.member_id THEN
         RETURN NULL;
     END IF;
     IF TG_OP IN ('UPDATE', 'DELETE') THEN

@@ -4,6 +4,7 @@
 -- replica's key cache drops the key and reads the new generation on its next use.
 ALTER TABLE tenant_api_keys ADD COLUMN session_generation INTEGER NOT NULL DEFAULT 0;
 
+-- The trigger function as the members migration left it, plus the generation.
 CREATE OR REPLACE FUNCTION tenant_api_keys_notify() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
@@ -13,6 +14,7 @@ BEGIN
     END IF;
     IF TG_OP = 'UPDATE' AND NEW.revoked_at IS NOT DISTINCT FROM OLD.revoked_at
         AND NEW.tenant_key = OLD.tenant_key AND NEW.key_hash = OLD.key_hash
+        AND NEW.member_id IS NOT DISTINCT FROM OLD.member_id
         AND NEW.session_generation = OLD.session_generation THEN
         RETURN NULL;
     END IF;
