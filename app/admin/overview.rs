@@ -84,7 +84,7 @@ pub struct ShardCard {
 }
 
 /// Colours for shards in declaration order (cards, map and legend agree). The stylesheet
-/// (app/templates/admin.css) has a class for each, `shard-colour-<position>`.
+/// (app/templates/admin.css) has a class for each, `shard-<hex digits>`.
 pub const PALETTE: [&str; 8] = [
     "#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1", "#9c755f",
 ];
@@ -96,8 +96,7 @@ pub fn colour(index: usize) -> &'static str {
 impl ShardCard {
     /// The stylesheet's class for this card's colour: the page carries no inline style.
     pub fn colour_class(&self) -> String {
-        let position = PALETTE.iter().position(|c| *c == self.colour).unwrap_or(0);
-        format!("shard-colour-{position}")
+        format!("shard-{}", self.colour.trim_start_matches('#'))
     }
 }
 
@@ -340,8 +339,9 @@ mod tests {
     #[test]
     fn the_stylesheet_has_a_class_for_every_colour_of_the_palette() {
         let css = include_str!("../templates/admin.css");
-        for (i, colour) in PALETTE.iter().enumerate() {
-            let rule = format!(".shard-colour-{i} {{ --shard: {colour}; }}");
+        for colour in PALETTE {
+            let digits = colour.trim_start_matches('#');
+            let rule = format!(".shard-{digits} {{ --shard: {colour}; }}");
             assert!(css.contains(&rule), "admin.css lacks {rule}");
         }
     }

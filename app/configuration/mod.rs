@@ -79,15 +79,6 @@ pub struct WebSettings {
 
 pub const DEFAULT_FAILED_CREDENTIALS_PER_MINUTE: u32 = 20;
 
-impl Default for WebSettings {
-    fn default() -> Self {
-        Self {
-            trusted_proxies: proxies::TrustedProxies::none(),
-            failed_credentials_per_minute: DEFAULT_FAILED_CREDENTIALS_PER_MINUTE,
-        }
-    }
-}
-
 /// `[tenancy]`: how a request names its tenant, and how it proves it may act as it.
 #[derive(Debug, Clone)]
 pub struct TenancySettings {

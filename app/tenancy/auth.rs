@@ -57,9 +57,7 @@ impl AuthError {
             AuthError::Unavailable | AuthError::Tenant(_) | AuthError::ForbiddenRole { .. }
         )
     }
-}
 
-impl AuthError {
     /// The request presented credentials that do not hold: what a guesser gets, and what
     /// the failed credential limit counts. An expired or revoked session is not a guess (a
     /// session cannot be made without the server's secret), nor is a missing one.

@@ -61,10 +61,6 @@ impl ClientAddress {
             v4 => Self(v4),
         }
     }
-
-    pub fn ip(&self) -> IpAddr {
-        self.0
-    }
 }
 
 impl std::fmt::Display for ClientAddress {

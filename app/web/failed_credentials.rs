@@ -22,9 +22,6 @@ use crate::configuration::proxies::TrustedProxies;
 /// How long failures count against an address.
 pub const WINDOW: Duration = Duration::from_secs(60);
 
-/// The default of `[web] failed_credentials_per_minute`.
-pub const DEFAULT_PER_MINUTE: u32 = 20;
-
 /// More addresses than this are not counted until some of their minutes end: the table's
 /// memory stays bounded when an attack comes from very many addresses (which a per-address
 /// limit cannot stop anyway).
@@ -67,22 +64,18 @@ impl FailedCredentials {
         }
     }
 
-    pub fn per_minute(&self) -> u32 {
-        self.per_minute
-    }
-
-    pub fn proxies(&self) -> &TrustedProxies {
-        &self.proxies
-    }
-
     /// Whether the request's client may present credentials now.
     pub fn check(&self, headers: &HeaderMap, extensions: &Extensions) -> Result<(), Refused> {
         let quiet_after = self.quiet_after_ms.load(Ordering::Relaxed);
-        if quiet_after == 0 || self.ms_since_born(Instant::now()) >= quiet_after {
+        if quiet_after == 0 {
+            return Ok(());
+        }
+        let now = Instant::now();
+        if self.ms_since_born(now) >= quiet_after {
             return Ok(());
         }
         match client_address::client(&self.proxies, headers, extensions) {
-            Some(client) => self.check_client(client, Instant::now()),
+            Some(client) => self.check_client(client, now),
             None => Ok(()),
         }
     }
@@ -123,15 +116,9 @@ impl FailedCredentials {
                 return;
             }
         }
-        let minute = table.entry(client).or_insert(Minute {
-            start: now,
-            failures: 0,
-        });
+        let minute = table.entry(client).or_insert(Minute::starting(now));
         if minute.over(now) {
-            *minute = Minute {
-                start: now,
-                failures: 0,
-            };
+            *minute = Minute::starting(now);
         }
         minute.failures += 1;
         if minute.failures == self.per_minute {
@@ -157,6 +144,13 @@ impl FailedCredentials {
 }
 
 impl Minute {
+    fn starting(now: Instant) -> Self {
+        Self {
+            start: now,
+            failures: 0,
+        }
+    }
+
     fn over(&self, now: Instant) -> bool {
         now.saturating_duration_since(self.start) >= WINDOW
     }
