@@ -29,7 +29,14 @@ fn key_check(c: &mut Criterion) {
     let shards = ShardSet::new(Arc::new(settings.topology)).unwrap();
     let topology = shards.topology();
     // Never used: every key is remembered, so no lookup reaches the pool.
-    let control = build_pool(&topology.control_url, 2, topology.pool_bounds(), "control").unwrap();
+    let control = build_pool(
+        &topology.control_url,
+        2,
+        topology.pool_bounds(),
+        "control",
+        None,
+    )
+    .unwrap();
     let store = Arc::new(KeyStore::new(
         ControlLookups::new(control, topology.lookup_bounds()),
         Duration::from_secs(3600),

@@ -58,7 +58,14 @@ fn routing(c: &mut Criterion) {
     // routing on. Half the keys have a directory row, half are cached misses (no row);
     // the control pool is never used, so no database is needed.
     let topology = shards.topology();
-    let control = build_pool(&topology.control_url, 2, topology.pool_bounds(), "control").unwrap();
+    let control = build_pool(
+        &topology.control_url,
+        2,
+        topology.pool_bounds(),
+        "control",
+        None,
+    )
+    .unwrap();
     let directory = DirectoryRouter::new(control, &shards);
     for (i, k) in keys.iter().enumerate() {
         directory.remember(k, (i % 2 == 0).then_some("shard0"), &shards);

@@ -7,6 +7,7 @@
 use std::time::Duration;
 
 use crate::sharding::ShardSet;
+use crate::sharding::row_security;
 
 /// `application_name` of the purge's sessions.
 pub const APPLICATION_NAME: &str = "bookmarks-feed-purge";
@@ -65,6 +66,9 @@ async fn round(
 ) -> anyhow::Result<i64> {
     let client = url
         .connect_session(APPLICATION_NAME, connect_timeout)
+        .await?;
+    client
+        .batch_execute(&row_security::worker_session())
         .await?;
     let retention = options.retention.as_secs_f64();
     let mut total = 0;

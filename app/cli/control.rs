@@ -21,7 +21,13 @@ pub enum ControlUnreachable {
 
 /// A control connection for one command, within the connect timeout (and a second more).
 pub async fn connect(topology: &Topology) -> Result<PgConn, ControlUnreachable> {
-    let pool = build_pool(&topology.control_url, 1, topology.pool_bounds(), "control")?;
+    let pool = build_pool(
+        &topology.control_url,
+        1,
+        topology.pool_bounds(),
+        "control",
+        None,
+    )?;
     let bound = topology.connect_timeout + Duration::from_secs(1);
     Ok(tokio::time::timeout(bound, pool.get())
         .await

@@ -53,7 +53,13 @@ pub async fn run(settings: &Settings, command: KeysCommand) -> ExitCode {
         })
     };
     let topology = Arc::new(settings.topology.clone());
-    let pool = match build_pool(&topology.control_url, 1, topology.pool_bounds(), "control") {
+    let pool = match build_pool(
+        &topology.control_url,
+        1,
+        topology.pool_bounds(),
+        "control",
+        None,
+    ) {
         Ok(pool) => pool,
         Err(e) => {
             eprintln!("error: {e}");

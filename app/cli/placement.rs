@@ -42,8 +42,14 @@ pub struct UnpinArgs {
 fn open(settings: &Settings) -> Result<(ShardSet, PgPool), ExitCode> {
     let topology = Arc::new(settings.topology.clone());
     let built = ShardSet::new(topology.clone()).and_then(|set| {
-        build_pool(&topology.control_url, 2, topology.pool_bounds(), "control")
-            .map(|control| (set, control))
+        build_pool(
+            &topology.control_url,
+            2,
+            topology.pool_bounds(),
+            "control",
+            None,
+        )
+        .map(|control| (set, control))
     });
     built.map_err(|e| {
         eprintln!("error: {e}");

@@ -58,7 +58,15 @@ pub async fn run(settings: &Settings, args: &RouteArgs) -> ExitCode {
     let topology = Arc::new(settings.topology.clone());
     let built = ShardSet::new(topology.clone()).and_then(|set| {
         let control = (topology.directory_router && !args.no_directory)
-            .then(|| build_pool(&topology.control_url, 1, topology.pool_bounds(), "control"))
+            .then(|| {
+                build_pool(
+                    &topology.control_url,
+                    1,
+                    topology.pool_bounds(),
+                    "control",
+                    None,
+                )
+            })
             .transpose()?;
         Ok((set, control))
     });

@@ -49,6 +49,10 @@ pub struct ServeArgs {
         default_value = ""
     )]
     pub session_secret: String,
+    /// Serve even if shard connections act as a superuser or a role that bypasses
+    /// row-level security, which leaves tenant isolation to every query's own filter.
+    #[arg(long, env = "ALLOW_SUPERUSER")]
+    pub allow_superuser: bool,
 }
 
 /// Values published in the repository (`.env`), which anyone can read: they are refused
@@ -118,6 +122,7 @@ pub async fn run(settings: Settings, args: ServeArgs) -> ExitCode {
         bind: args.bind,
         instance_name: args.instance_name,
         migrate: args.migrate || development,
+        allow_superuser: args.allow_superuser,
         ..ServeOptions::default()
     };
     let app = match Application::build(settings, options).await {

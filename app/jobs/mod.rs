@@ -15,6 +15,7 @@ use crate::imports::{self, IMPORT_JOB};
 use crate::pg::pool::PgPool;
 use crate::search;
 use crate::sharding::access::{ShardError, Shards};
+use crate::sharding::row_security::RowScope;
 use crate::sharding::session::{Primary, SessionError};
 use crate::tenancy::{TenantId, TenantIdError};
 
@@ -147,19 +148,16 @@ impl Job {
                 Ok(json!({ "shard": session.shard(), "documents": documents }))
             }
             Job::ReindexShard { shard } => {
-                let mut conn = shards.db_on(shard).await?;
+                let mut conn = shards.db_on(shard, RowScope::EveryTenant).await?;
                 let on = |source| JobError::Query {
                     shard: shard.clone(),
                     source,
                 };
-                let tenants = search::tenants_on_shard(conn.raw()).await.map_err(on)?;
+                let raw = conn.raw().await?;
+                let tenants = search::tenants_on_shard(raw).await.map_err(on)?;
                 let mut documents = 0i64;
                 for tenant in &tenants {
-                    documents += i64::from(
-                        search::reindex_tenant(conn.raw(), tenant)
-                            .await
-                            .map_err(on)?,
-                    );
+                    documents += i64::from(search::reindex_tenant(raw, tenant).await.map_err(on)?);
                 }
                 Ok(json!({ "shard": shard, "tenants": tenants.len(), "documents": documents }))
             }

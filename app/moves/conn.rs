@@ -1,6 +1,7 @@
 //! Connections for the mover: plain `tokio-postgres` clients (the pools' diesel connections
 //! cannot stream `COPY`), with session settings that make every value's text form the same
-//! on every shard, which the checksums depend on.
+//! on every shard, which the checksums depend on. On shards they act as the mover's role
+//! ([`MOVER_ROLE`]: not a superuser; exempt from the tenant policies, which `COPY` needs).
 
 use std::time::Duration;
 
@@ -8,6 +9,7 @@ use tokio_postgres::Client;
 
 use crate::pg::DbUrl;
 use crate::pg::db_url::SessionError;
+use crate::sharding::row_security::MOVER_ROLE;
 
 /// `application_name` of the mover's sessions, to find them in `pg_stat_activity`.
 pub const APPLICATION_NAME: &str = "move_slot";
@@ -40,6 +42,24 @@ pub async fn connect(url: &DbUrl, what: &str, timeout: Duration) -> Result<Clien
         .batch_execute(SESSION)
         .await
         .map_err(|e| fail(SessionError::Driver(e)))?;
+    Ok(client)
+}
+
+/// [`connect`] to a shard's primary, acting as [`MOVER_ROLE`] (`name` names the shard).
+pub async fn connect_shard(
+    url: &DbUrl,
+    name: &str,
+    timeout: Duration,
+) -> Result<Client, ConnectError> {
+    let client = connect(url, &format!("shard {name}"), timeout).await?;
+    client
+        .batch_execute(&format!("SET ROLE {MOVER_ROLE}"))
+        .await
+        .map_err(|e| ConnectError {
+            what: format!("shard {name} as {MOVER_ROLE} (is it migrated?)"),
+            url: url.to_string(),
+            source: SessionError::Driver(e),
+        })?;
     Ok(client)
 }
 

@@ -9,6 +9,7 @@ use super::progress::MoveProgress;
 use super::record::{MoveRecord, MoveState, Set};
 use crate::pg::pool::{PgConn, PgPool};
 use crate::sharding::directory::table;
+use crate::sharding::row_security::{self, RowScope};
 use crate::sharding::slot_map::{self, SlotOwners};
 use crate::sharding::tenant_rows::{self, TenantTable};
 use crate::sharding::{ShardSet, Topology};
@@ -90,6 +91,9 @@ pub async fn rows_on(
         })?
         .primary_pool();
     let mut conn = pool.get().await.map_err(|e| fail(e.to_string()))?;
+    row_security::declare(&mut conn, RowScope::Tenant(tenant))
+        .await
+        .map_err(|e| fail(e.to_string()))?;
     let counts = tenant_rows::count_per_table(&mut conn, tables, tenant)
         .await
         .map_err(|e| fail(e.to_string()))?;

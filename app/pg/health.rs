@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use diesel::QueryableByName;
 use diesel::sql_types::{Bool, Text};
-use diesel_async::RunQueryDsl;
+use diesel_async::{RunQueryDsl, SimpleAsyncConnection};
 
 use super::pool::PgPool;
 
@@ -37,23 +37,36 @@ struct VersionRow {
 struct RecoveryRow {
     #[diesel(sql_type = Bool)]
     in_recovery: bool,
+    /// The role the pool's connections act as (which may not be the login's).
+    #[diesel(sql_type = Text)]
+    acting_as: String,
+    #[diesel(sql_type = Bool)]
+    privileged: bool,
 }
 
 /// Probes a target. `expect_replica` checks that it is (or is not) in recovery;
-/// `expected` are the migration versions this build embeds.
+/// `expected` are the migration versions this build embeds; `prelude`, if given, runs
+/// first on the checked-out connection (a shard's probe acts as the role requests do).
 pub async fn probe(
     pool: &PgPool,
     expect_replica: bool,
     expected: &BTreeSet<String>,
     timeout: Duration,
+    prelude: Option<&str>,
 ) -> Probe {
-    match tokio::time::timeout(timeout, probe_inner(pool, expect_replica, expected)).await {
+    let checks = probe_inner(pool, expect_replica, expected, prelude);
+    match tokio::time::timeout(timeout, checks).await {
         Ok(probe) => probe,
         Err(_) => Probe::down(format!("no answer within {timeout:?}")),
     }
 }
 
-async fn probe_inner(pool: &PgPool, expect_replica: bool, expected: &BTreeSet<String>) -> Probe {
+async fn probe_inner(
+    pool: &PgPool,
+    expect_replica: bool,
+    expected: &BTreeSet<String>,
+    prelude: Option<&str>,
+) -> Probe {
     let mut conn = match pool.get().await {
         Ok(c) => c,
         Err(e) => {
@@ -63,10 +76,26 @@ async fn probe_inner(pool: &PgPool, expect_replica: bool, expected: &BTreeSet<St
             return Probe::down("unreachable");
         }
     };
-    let recovery: Result<RecoveryRow, _> =
-        diesel::sql_query("SELECT pg_is_in_recovery() AS in_recovery")
-            .get_result(&mut conn)
-            .await;
+    if let Some(sql) = prelude
+        && let Err(e) = conn.batch_execute(sql).await
+    {
+        tracing::debug!(error = %e, "health probe: prelude failed");
+        return Probe::down("query failed");
+    }
+    let recovery: Result<RecoveryRow, _> = diesel::sql_query(
+        "SELECT pg_is_in_recovery() AS in_recovery, current_user::text AS acting_as, \
+         rolsuper OR rolbypassrls AS privileged FROM pg_roles WHERE rolname = current_user",
+    )
+    .get_result(&mut conn)
+    .await;
+    let acting = match &recovery {
+        Ok(r) if r.privileged => format!(
+            "acting as {} (a superuser, or exempt from row-level security)",
+            r.acting_as
+        ),
+        Ok(r) => format!("acting as {}", r.acting_as),
+        Err(_) => String::new(),
+    };
     match recovery {
         Ok(r) if r.in_recovery != expect_replica => {
             let role = if r.in_recovery {
@@ -105,7 +134,7 @@ async fn probe_inner(pool: &PgPool, expect_replica: bool, expected: &BTreeSet<St
     } else {
         Probe {
             up: true,
-            detail: format!("up, {} migration(s) applied", applied.len()),
+            detail: format!("up, {} migration(s) applied, {acting}", applied.len()),
         }
     }
 }

@@ -50,19 +50,25 @@ pub struct PoolBuildError {
 ///
 /// Every connection it opens sets `statement_timeout` (`[database] statement_timeout_ms`):
 /// the server's own bound, which also ends a statement whose client went away while the
-/// server was unreachable (a cancel request cannot reach a server that is partitioned).
+/// server was unreachable (a cancel request cannot reach a server that is partitioned);
+/// then `on_connect`, if given, in the same round trip.
 pub fn build_pool(
     url: &DbUrl,
     size: u32,
     bounds: PoolBounds,
     target: &str,
+    on_connect: Option<&str>,
 ) -> Result<PgPool, PoolBuildError> {
     let mut config = ManagerConfig::default();
     config.recycling_method = RecyclingMethod::Fast;
-    let set_timeout = format!(
+    let mut set_timeout = format!(
         "SET statement_timeout = {}",
         bounds.statement_timeout.as_millis()
     );
+    if let Some(sql) = on_connect {
+        set_timeout.push_str("; ");
+        set_timeout.push_str(sql);
+    }
     config.custom_setup = Box::new(move |url| {
         let set_timeout = set_timeout.clone();
         Box::pin(async move {

@@ -26,6 +26,7 @@ use tokio_postgres::Client;
 use crate::pg::DbUrl;
 use crate::pg::db_url::ListeningSession;
 use crate::sharding::ShardSet;
+use crate::sharding::row_security;
 use crate::telemetry::MetricSource;
 
 /// The leadership lock (session level, per shard database).
@@ -227,6 +228,10 @@ async fn step(
 ) -> Result<Next, tokio_postgres::Error> {
     let client = &session.client;
     if !state.leader.load(Ordering::Relaxed) {
+        // Again at every try: a shard migrated since the session opened has the role now.
+        client
+            .batch_execute(&row_security::worker_session())
+            .await?;
         let won: bool = client
             .query_one("SELECT pg_try_advisory_lock($1)", &[&LEADER_LOCK])
             .await?
@@ -329,7 +334,9 @@ async fn observe(client: &Client, state: &ShardIndexState) -> Result<(), tokio_p
         return Ok(());
     }
     if pending >= ANALYZE_FROM && pending >= 4 * analyzed_at {
-        client.batch_execute("ANALYZE search_pending").await?;
+        client
+            .batch_execute("SELECT _search_analyze_pending()")
+            .await?;
         state.analyzed_at.store(pending, Ordering::Relaxed);
         tracing::info!(
             pending,

@@ -6,13 +6,14 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use diesel_async::AsyncPgConnection;
+use diesel_async::{AsyncPgConnection, SimpleAsyncConnection};
 use futures::StreamExt;
 
 use super::consistency::{Need, ReadFrom, Server, Why};
 use super::move_wait::MoveWaits;
 use super::replicas::ReplicaStates;
 use super::router::{Route, RouteError, ShardRouter};
+use super::row_security::RowScope;
 use super::shard_name::ShardName;
 use super::shard_set::{Shard, ShardId, ShardSet};
 use super::slot::ShardKey;
@@ -160,23 +161,31 @@ pub struct ShardConn {
     pub name: ShardName,
     /// True when this read connection is on the replica rather than the primary.
     pub on_replica: bool,
+    /// The checkout's [`RowScope`] declaration, until it is sent: with the first statement,
+    /// in the same deadline, so that a silent server costs one deadline, not two.
+    declare: Option<String>,
 }
 
 impl ShardConn {
-    /// `breaker` is that of the server `conn` came from.
-    fn new(conn: PgConn, shard: &Shard, breaker: &Arc<Breaker>) -> Self {
+    /// `breaker` is that of the server `conn` came from; `scope` is declared before the
+    /// first statement.
+    fn new(conn: PgConn, shard: &Shard, breaker: &Arc<Breaker>, scope: RowScope<'_>) -> Self {
         Self {
             conn: DeadlineConn::new(conn, Arc::clone(breaker), shard.query_timeout()),
             shard: shard.id(),
             name: shard.spec().name.clone(),
             on_replica: breaker.role() == Role::Replica,
+            declare: Some(scope.statement()),
         }
     }
 
-    /// The connection, without a deadline: for background work whose statements are
-    /// bounded by their own batch sizes, not by a request.
-    pub fn raw(&mut self) -> &mut AsyncPgConnection {
-        self.conn.raw()
+    /// The connection with its scope declared, without a deadline after that: for
+    /// background work whose statements are bounded by their own batch sizes, not by a
+    /// request.
+    pub async fn raw(&mut self) -> Result<&mut AsyncPgConnection, ShardError> {
+        self.within(Intent::Read, async |_| Ok::<_, ShardError>(()))
+            .await??;
+        Ok(self.conn.raw())
     }
 
     /// After a statement failed with `e`: whether the connection died with it (a server
@@ -185,7 +194,6 @@ impl ShardConn {
     /// else a trivial statement (the close may still be on its way).
     pub async fn lost_after(&mut self, e: &diesel::result::Error) -> bool {
         use diesel::result::{DatabaseErrorKind, Error};
-        use diesel_async::SimpleAsyncConnection;
         use diesel_async::pooled_connection::PoolableConnection;
         if !matches!(e, Error::DatabaseError(DatabaseErrorKind::Unknown, _)) {
             return false;
@@ -213,7 +221,28 @@ impl ShardConn {
         intent: Intent,
         work: impl AsyncFnOnce(&mut AsyncPgConnection) -> Result<T, E>,
     ) -> Result<Result<T, E>, ShardError> {
-        self.conn.within(work).await.map_err(|CutOff| {
+        let declare = self.declare.take();
+        let outcome = self
+            .conn
+            .within(async |c| {
+                if let Some(sql) = &declare {
+                    c.batch_execute(sql).await?;
+                }
+                Ok(work(c).await)
+            })
+            .await;
+        let outcome = match outcome {
+            Ok(Ok(done)) => Ok(done),
+            Ok(Err(refused)) => {
+                // Not declared: nothing may run on this connection before it is.
+                self.declare = declare;
+                let lost = self.lost_after(&refused).await;
+                let e = ShardError::from_query(self.name.as_str(), Intent::Read, refused, lost);
+                return Err(e);
+            }
+            Err(cut_off) => Err(cut_off),
+        };
+        outcome.map_err(|CutOff| {
             let shard = self.name.as_str().to_owned();
             let timeout = self.conn.deadline();
             match intent {
@@ -281,17 +310,23 @@ impl Shards {
         Ok(self.0.router.route(key.into(), &self.0.set).await?)
     }
 
-    /// A connection to a shard's primary by name (admin paths, tools).
-    pub async fn db_on(&self, name: &str) -> Result<ShardConn, ShardError> {
+    /// A connection to a shard's primary by name, declared for `scope` (jobs that work a
+    /// whole shard).
+    pub async fn db_on(&self, name: &str, scope: RowScope<'_>) -> Result<ShardConn, ShardError> {
         let shard = self
             .0
             .set
             .by_name(name)
             .ok_or_else(|| ShardError::UnknownShard(name.to_owned()))?;
-        self.primary(shard).await
+        self.primary(shard, scope).await
     }
 
-    pub async fn primary(&self, shard: &Shard) -> Result<ShardConn, ShardError> {
+    /// A connection to `shard`'s primary, declared for `scope`.
+    pub async fn primary(
+        &self,
+        shard: &Shard,
+        scope: RowScope<'_>,
+    ) -> Result<ShardConn, ShardError> {
         let breaker = shard.primary_breaker();
         if breaker.is_open() {
             return Err(ShardError::CircuitOpen {
@@ -300,7 +335,7 @@ impl Shards {
             });
         }
         match breaker.checkout(shard.primary_pool()).await {
-            Ok(conn) => Ok(ShardConn::new(conn, shard, breaker)),
+            Ok(conn) => Ok(ShardConn::new(conn, shard, breaker, scope)),
             Err(source) => Err(ShardError::Unavailable {
                 shard: shard.name().to_owned(),
                 source,
@@ -308,12 +343,12 @@ impl Shards {
         }
     }
 
-    /// The replica-aware read path for one shard.
-    pub async fn read(&self, shard: &Shard) -> Result<ShardConn, ShardError> {
+    /// The replica-aware read path for one shard, declared for `scope`.
+    pub async fn read(&self, shard: &Shard, scope: RowScope<'_>) -> Result<ShardConn, ShardError> {
         if let (Some(pool), Some(breaker)) = (shard.replica_pool(), shard.replica_breaker()) {
             if self.0.replicas.is_ready(shard.id()) && !breaker.is_open() {
                 match breaker.checkout(pool).await {
-                    Ok(conn) => return Ok(ShardConn::new(conn, shard, breaker)),
+                    Ok(conn) => return Ok(ShardConn::new(conn, shard, breaker, scope)),
                     Err(e) => self
                         .0
                         .replicas
@@ -326,7 +361,7 @@ impl Shards {
                 });
             }
         }
-        self.primary(shard).await
+        self.primary(shard, scope).await
     }
 
     /// A tenant read's checkout: the replica when it is ready, within the lag bound, and has
@@ -337,6 +372,7 @@ impl Shards {
         &self,
         shard: &Shard,
         need: Need,
+        scope: RowScope<'_>,
     ) -> Result<(ShardConn, ReadFrom), ShardError> {
         let replicas = &self.0.replicas;
         let id = shard.id();
@@ -359,7 +395,7 @@ impl Shards {
                             why,
                             lag,
                         };
-                        return Ok((ShardConn::new(conn, shard, breaker), from));
+                        return Ok((ShardConn::new(conn, shard, breaker, scope), from));
                     }
                     Err(e) => {
                         replicas.mark_unready(shard, &format!("checkout failed: {e}"));
@@ -375,7 +411,7 @@ impl Shards {
             });
         }
         replicas.count_read(id, false);
-        Ok((self.primary(shard).await?, ReadFrom::primary(went)))
+        Ok((self.primary(shard, scope).await?, ReadFrom::primary(went)))
     }
 
     /// Whether the replica may serve a read that needs `need`, or why not.
@@ -421,6 +457,7 @@ impl Shards {
     pub async fn each_shard<T, F, Fut>(
         &self,
         read: bool,
+        scope: RowScope<'static>,
         timeout: Duration,
         work: F,
     ) -> Vec<(ShardId, Result<T, ShardError>)>
@@ -438,9 +475,9 @@ impl Shards {
                 let shard = shards[i];
                 let attempt = async {
                     let conn = if read {
-                        self.read(shard).await?
+                        self.read(shard, scope).await?
                     } else {
-                        self.primary(shard).await?
+                        self.primary(shard, scope).await?
                     };
                     work(conn).await
                 };

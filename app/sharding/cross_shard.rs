@@ -15,6 +15,7 @@ use futures::future::BoxFuture;
 use serde::Serialize;
 
 use super::access::{Intent, ShardError, Shards};
+use super::row_security::RowScope;
 
 /// A replica further behind than this is reported as stale.
 pub const STALE_AFTER: Duration = Duration::from_secs(2);
@@ -171,50 +172,55 @@ impl CrossShard {
         let work = &work;
         let outcomes = self
             .shards
-            .each_shard(replica_aware, self.timeout, |mut conn| async move {
-                let started = Instant::now();
-                let on_replica = conn.on_replica;
-                // Within the query deadline: if the fan-out's own timeout drops this part
-                // first, the connection is discarded rather than pooled mid-statement.
-                let outcome = conn
-                    .within(Intent::Read, async |c| {
-                        let lag = if on_replica {
-                            let lag: Lag = diesel::sql_query(LAG_SQL).get_result(c).await?;
-                            Some(Duration::from_millis(lag.lag_ms.max(0.0) as u64))
+            .each_shard(
+                replica_aware,
+                RowScope::ReadEveryTenant,
+                self.timeout,
+                |mut conn| async move {
+                    let started = Instant::now();
+                    let on_replica = conn.on_replica;
+                    // Within the query deadline: if the fan-out's own timeout drops this part
+                    // first, the connection is discarded rather than pooled mid-statement.
+                    let outcome = conn
+                        .within(Intent::Read, async |c| {
+                            let lag = if on_replica {
+                                let lag: Lag = diesel::sql_query(LAG_SQL).get_result(c).await?;
+                                Some(Duration::from_millis(lag.lag_ms.max(0.0) as u64))
+                            } else {
+                                None
+                            };
+                            let value = c
+                                .build_transaction()
+                                .read_only()
+                                .run(async |c| work(c).await)
+                                .await?;
+                            diesel::QueryResult::Ok((lag, value))
+                        })
+                        .await?;
+                    let (replica_lag, value) = match outcome {
+                        Ok(answer) => answer,
+                        Err(e) => {
+                            let lost = conn.lost_after(&e).await;
+                            return Err(ShardError::from_query(
+                                conn.name.as_str(),
+                                Intent::Read,
+                                e,
+                                lost,
+                            ));
+                        }
+                    };
+                    Ok(Answered {
+                        value,
+                        server: if on_replica {
+                            Server::Replica
                         } else {
-                            None
-                        };
-                        let value = c
-                            .build_transaction()
-                            .read_only()
-                            .run(async |c| work(c).await)
-                            .await?;
-                        diesel::QueryResult::Ok((lag, value))
+                            Server::Primary
+                        },
+                        replica_lag,
+                        took: started.elapsed(),
                     })
-                    .await?;
-                let (replica_lag, value) = match outcome {
-                    Ok(answer) => answer,
-                    Err(e) => {
-                        let lost = conn.lost_after(&e).await;
-                        return Err(ShardError::from_query(
-                            conn.name.as_str(),
-                            Intent::Read,
-                            e,
-                            lost,
-                        ));
-                    }
-                };
-                Ok(Answered {
-                    value,
-                    server: if on_replica {
-                        Server::Replica
-                    } else {
-                        Server::Primary
-                    },
-                    replica_lag,
-                    took: started.elapsed(),
-                })
-            })
+                },
+            )
             .await;
         let answers = outcomes
             .into_iter()

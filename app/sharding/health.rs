@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::replicas::ReplicaStates;
+use super::row_security;
 use super::shard_set::{Shard, ShardSet};
 use crate::pg::health::{Probe, probe};
 
@@ -15,12 +16,29 @@ use crate::pg::health::{Probe, probe};
 /// failed probe's, so that the two read alike; the circuit's state is reported beside it.
 const CIRCUIT_OPEN: &str = "unreachable";
 
+/// A shard probe's connection acts as a tenant request's does: the app's role (if the
+/// shard's migrations have made it), no tenant.
+fn prelude() -> String {
+    format!(
+        "{}; {}",
+        row_security::run_as_app_role(),
+        "SELECT set_config('app.tenant_id', '', false)"
+    )
+}
+
 /// Probes a shard's primary, unless its breaker already says it is silent.
 pub async fn probe_primary(shard: &Shard, expected: &BTreeSet<String>, timeout: Duration) -> Probe {
     if shard.primary_breaker().is_open() {
         return Probe::down(CIRCUIT_OPEN);
     }
-    probe(shard.primary_pool(), false, expected, timeout).await
+    probe(
+        shard.primary_pool(),
+        false,
+        expected,
+        timeout,
+        Some(&prelude()),
+    )
+    .await
 }
 
 /// Probes a shard's replica, if it has one, and records the result for the read path.
@@ -34,7 +52,7 @@ pub async fn check_replica(
     let p = if shard.replica_breaker().is_some_and(|b| b.is_open()) {
         Probe::down(CIRCUIT_OPEN)
     } else {
-        probe(pool, true, expected, timeout).await
+        probe(pool, true, expected, timeout, Some(&prelude())).await
     };
     if p.up {
         states.mark_ready(shard);

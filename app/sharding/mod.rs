@@ -5,6 +5,9 @@
 //! - [`slot`] and [`slot_range`]: the hash, a permanent contract, and slot ranges;
 //! - [`shard_name`], [`topology`]: configuration, validated on construction;
 //! - [`move_wait`]: how a write refused by a move's fence waits for it to lift;
+//! - [`row_security`]: the role shard connections act as and the
+//!   [`RowScope`](row_security::RowScope) each checkout declares, which the shards'
+//!   row-level security policies enforce;
 //! - [`slot_map`]: the live slot map, `autumn.toml`'s slots with the control database's
 //!   overrides (range moves) on top;
 //! - [`shard_set`]: the configured shards ([`Shard`]: one shard's pools and breakers;
@@ -44,6 +47,7 @@ pub mod move_wait;
 pub mod replay;
 pub mod replicas;
 pub mod router;
+pub mod row_security;
 pub mod session;
 pub mod shard_name;
 pub mod shard_set;

@@ -17,6 +17,7 @@ use futures::future::BoxFuture;
 
 use super::access::{Intent, ShardConn, ShardError, Shards};
 use super::consistency::{ConsistencyToken, ReadFrom, need};
+use super::row_security::RowScope;
 use super::shard_name::ShardName;
 use super::shard_set::ShardId;
 
@@ -220,7 +221,7 @@ impl<M: ConnectionMode> TenantSession<M> {
     async fn departed_to(&self) -> Result<Option<String>, SessionError<diesel::result::Error>> {
         use diesel_async::RunQueryDsl;
         let shard = self.shards.set().get(self.shard);
-        let mut conn = self.shards.primary(shard).await?;
+        let mut conn = self.shards.primary(shard, RowScope::NoTenant).await?;
         let tenant = &*self.tenant;
         let asked = conn
             .within(Intent::Read, async |c| {
@@ -280,13 +281,16 @@ impl<M: ConnectionMode> TenantSession<M> {
                     arrivals.floor(self.shard.index()),
                     arrivals.epoch(),
                 );
-                let (conn, from) = self.shards.read_for(shard, need).await?;
+                let scope = RowScope::Tenant(&self.tenant);
+                let (conn, from) = self.shards.read_for(shard, need, scope).await?;
                 if let Some(observer) = &self.observer {
                     observer.read_from(from);
                 }
                 conn
             } else {
-                self.shards.primary(shard).await?
+                self.shards
+                    .primary(shard, RowScope::Tenant(&self.tenant))
+                    .await?
             };
             self.inner = Some(conn);
         }

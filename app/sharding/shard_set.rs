@@ -113,6 +113,7 @@ pub struct ShardSet {
 impl ShardSet {
     /// Builds pools for every shard without connecting to any of them.
     pub fn new(topology: Arc<Topology>) -> Result<Self, PoolBuildError> {
+        let run_as = super::row_security::run_as_app_role();
         let shards = topology
             .shards
             .iter()
@@ -124,12 +125,19 @@ impl ShardSet {
                     spec.primary_pool_size,
                     topology.pool_bounds(),
                     &target,
+                    Some(&run_as),
                 )?;
                 let replica = spec
                     .replica_url
                     .as_ref()
                     .map(|url| {
-                        build_pool(url, spec.replica_pool_size, topology.pool_bounds(), &target)
+                        build_pool(
+                            url,
+                            spec.replica_pool_size,
+                            topology.pool_bounds(),
+                            &target,
+                            Some(&run_as),
+                        )
                     })
                     .transpose()?;
                 let breaker = |role: Role, url: &DbUrl| {

@@ -98,6 +98,9 @@ pub struct ServeOptions {
     pub jobs: WorkerOptions,
     /// Pause between the change feed's tombstone purges of one shard.
     pub feed_purge_every: Duration,
+    /// Serve even when shard connections act as a superuser or a role that bypasses
+    /// row-level security (the tenant policies then hold nothing back).
+    pub allow_superuser: bool,
 }
 
 impl Default for ServeOptions {
@@ -119,6 +122,7 @@ impl Default for ServeOptions {
             reindex: ReindexOptions::default(),
             jobs: WorkerOptions::default(),
             feed_purge_every: Duration::from_secs(600),
+            allow_superuser: false,
         }
     }
 }
@@ -163,11 +167,13 @@ impl Application {
             migrate::run(&targets).await?;
         }
         let set = Arc::new(ShardSet::new(topology.clone())?);
+        refuse_privileged_roles(&set, options.allow_superuser).await?;
         let control = build_pool(
             &topology.control_url,
             topology.control_pool_size,
             topology.pool_bounds(),
             "control",
+            None,
         )?;
         // One breaker for the control database, shared by everything the request path asks
         // there.
@@ -459,6 +465,61 @@ impl Application {
 /// moved range to its new owner from the start, and logs every difference from
 /// `autumn.toml`. If the control database cannot be read, the replica starts on the file's
 /// map (the shards refuse what it would misroute) and the reloader keeps trying.
+/// Refuses to serve when a reachable, migrated shard's connections act as a superuser or a
+/// role that bypasses row-level security, unless `allow` (then it says so loudly). A shard
+/// not yet migrated has no role to switch to: its readiness says it is not ready.
+async fn refuse_privileged_roles(set: &ShardSet, allow: bool) -> anyhow::Result<()> {
+    use crate::sharding::row_security::{APP_ROLE, acting};
+    for shard in set.iter() {
+        let asked = tokio::time::timeout(set.topology().connect_timeout * 2, async {
+            let mut conn = shard
+                .primary_pool()
+                .get()
+                .await
+                .map_err(|e| e.to_string())?;
+            acting(&mut conn).await.map_err(|e| e.to_string())
+        })
+        .await;
+        let acting = match asked {
+            Ok(Ok(acting)) => acting,
+            Ok(Err(e)) => {
+                tracing::warn!(shard = shard.name(), error = %e, "cannot check the role shard connections act as");
+                continue;
+            }
+            Err(_) => {
+                tracing::warn!(
+                    shard = shard.name(),
+                    "cannot check the role shard connections act as: no answer"
+                );
+                continue;
+            }
+        };
+        if !acting.privileged {
+            continue;
+        }
+        if !acting.app_role_exists {
+            tracing::warn!(
+                shard = shard.name(),
+                "the shard is not migrated: its connections act as the login's role until it is and this server restarts"
+            );
+        } else if allow {
+            tracing::error!(
+                shard = shard.name(),
+                "--allow-superuser: shard connections act as a superuser or a role that bypasses row-level security; \
+                 tenant isolation rests on every query's own filter"
+            );
+        } else {
+            anyhow::bail!(
+                "shard {}: connections act as a superuser or a role that bypasses row-level security, \
+                 so the shard's tenant policies would hold nothing back; the login in its URL must be \
+                 able to SET ROLE {APP_ROLE} and must not be a superuser, or pass --allow-superuser",
+                shard.name()
+            );
+        }
+    }
+    Ok(())
+}
+
 async fn load_slot_map(set: &ShardSet, lookups: &ControlLookups) {
     let topology = set.topology();
     if set.slot_map().reload(topology, lookups).await.is_err() {

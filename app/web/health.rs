@@ -203,6 +203,7 @@ impl Readiness {
             false,
             &state.expected_control_migrations,
             timeout,
+            None,
         );
         let per_shard = futures::future::join_all(shards.iter().map(|shard| async move {
             let expected = &state.expected_shard_migrations;

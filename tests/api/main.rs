@@ -29,6 +29,7 @@ mod outages;
 mod partitions;
 mod range_moves;
 mod replica_reads;
+mod row_security;
 mod search;
 mod service;
 mod states;

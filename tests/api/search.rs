@@ -38,11 +38,17 @@ async fn control_conn(layout: &Layout) -> PgConn {
     // a connection, and on a loaded machine (the whole suite at once) the first can be slow.
     let settings = layout.clone().with_patient_connects().settings();
     let topology = &settings.topology;
-    build_pool(&topology.control_url, 1, topology.pool_bounds(), "control")
-        .unwrap()
-        .get()
-        .await
-        .unwrap()
+    build_pool(
+        &topology.control_url,
+        1,
+        topology.pool_bounds(),
+        "control",
+        None,
+    )
+    .unwrap()
+    .get()
+    .await
+    .unwrap()
 }
 
 async fn pending_on(layout: &Layout, shard: &str) -> i64 {

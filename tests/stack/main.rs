@@ -839,6 +839,29 @@ async fn the_compose_stack_serves_through_nginx_survives_outages_and_tears_down_
         "en_US.utf8"
     );
 
+    // The web replicas' shard connections act as the app's role, not as the login their
+    // URLs name (the image's superuser): readiness asks through the app's own pools.
+    for _ in 0..2 {
+        let ready: Value = stack
+            .get("/ready")
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        for shard in ["db:shard0", "db:shard1"] {
+            let details = &ready["components"][shard]["details"];
+            for server in ["primary", "replica"] {
+                let said = details[server].as_str().unwrap_or_default();
+                assert!(
+                    said.ends_with("acting as bookmarks_app"),
+                    "{shard} {server}: {ready}"
+                );
+            }
+        }
+    }
+
     // The README's quick start, verbatim: a first key, a first bookmark, a route.
     let said = run_section(&stack, "quickstart", &[]);
     assert!(

@@ -194,9 +194,9 @@ impl MoveIo for PgMoveIo<'_> {
     }
 
     async fn open_snapshot(&mut self, move_id: i64) -> Result<Keys, DbError> {
-        let snapshot = conn::connect(
+        let snapshot = conn::connect_shard(
             &self.pair.source_url,
-            &format!("shard {}", self.pair.from),
+            &self.pair.from,
             self.pair.connect_timeout,
         )
         .await?;

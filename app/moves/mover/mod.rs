@@ -56,8 +56,14 @@ impl Mover {
         let topology = Arc::new(settings.topology.clone());
         let shards =
             ShardSet::new(topology.clone()).map_err(|e| MoveError::Setup(e.to_string()))?;
-        let control = build_pool(&topology.control_url, 2, topology.pool_bounds(), "control")
-            .map_err(|e| MoveError::Setup(e.to_string()))?;
+        let control = build_pool(
+            &topology.control_url,
+            2,
+            topology.pool_bounds(),
+            "control",
+            None,
+        )
+        .map_err(|e| MoveError::Setup(e.to_string()))?;
         // Fail now, naming the database, rather than at the first record.
         let mut conn = control
             .get()
@@ -113,7 +119,7 @@ impl Mover {
 
     async fn shard(&self, name: &str) -> Result<Client, MoveError> {
         let url = self.shard_url(name)?;
-        conn::connect(url, &format!("shard {name}"), self.topology.connect_timeout)
+        conn::connect_shard(url, name, self.topology.connect_timeout)
             .await
             .map_err(MoveError::Connect)
     }

@@ -4,6 +4,7 @@
 //! on who may be written where. `bookmarks pin`/`unpin`, the admin form and tenant moves
 //! keep it in step with the directory; a range move adds the tenants pinned to its source.
 
+use crate::sharding::row_security::{self, RowScope};
 use std::time::Duration;
 
 use diesel::sql_types::Text;
@@ -45,6 +46,9 @@ async fn on_shard(
     let tenant = tenant.to_owned();
     let work = async {
         let mut conn = target.primary_pool().get().await?;
+        // The framework's own table: no tenant's rows, as the app's role whatever the
+        // connection's last checkout declared.
+        row_security::declare(&mut conn, RowScope::NoTenant).await?;
         conn.transaction(async |c| {
             if placed {
                 diesel::sql_query(

@@ -10,6 +10,7 @@ use super::table;
 use crate::pg::bounded::{ServerError, within};
 use crate::pg::pool::{PgConn, PgPool};
 use crate::sharding::router::{PinRouter, RouteVia};
+use crate::sharding::row_security::{self, RowScope};
 use crate::sharding::shard_set::ShardSet;
 use crate::sharding::slot::ShardKey;
 use crate::sharding::slot_range::SlotRanges;
@@ -420,6 +421,7 @@ impl Placer<'_> {
             .ok_or_else(|| fail("not configured".to_owned()))?;
         let count = async {
             let mut conn = shard.primary_pool().get().await?;
+            row_security::declare(&mut conn, RowScope::Tenant(tenant)).await?;
             Ok(tenant_rows::count(&mut conn, self.tables, tenant).await?)
         };
         self.bounded(count).await.map_err(|e| fail(e.to_string()))

@@ -1,0 +1,135 @@
+//! Tenant isolation the shards enforce: what a connection runs as, and whose rows it declares
+//! it works on.
+//!
+//! Every shard connection of the web servers and their jobs switches to [`APP_ROLE`] when it
+//! is opened: not a superuser and not exempt from row-level security, so the policies on
+//! every tenant table (migrations/shard/…_tenant_row_security) hold for it. Each checkout
+//! then declares a [`RowScope`]: the role for it and, for a tenant, which tenant. A statement
+//! sees and changes only the rows that scope allows, whatever its `WHERE` clause says: a
+//! query that forgets its tenant filter reads its own tenant's rows, not the shard's.
+
+use diesel::QueryableByName;
+use diesel::sql_types::Bool;
+use diesel_async::{AsyncPgConnection, RunQueryDsl, SimpleAsyncConnection};
+
+/// What a tenant's statements run as: the rows of the declared tenant only.
+pub const APP_ROLE: &str = "bookmarks_app";
+/// What cross-tenant readers (admin views, stats) run as: every tenant's rows, read only.
+pub const READER_ROLE: &str = "bookmarks_reader";
+/// What jobs that work a whole shard run as: every tenant's rows.
+pub const WORKER_ROLE: &str = "bookmarks_worker";
+/// What the mover runs as: it copies whole slot ranges with `COPY`, which row-level
+/// security does not allow, so this role bypasses the policies (and is not a superuser).
+pub const MOVER_ROLE: &str = "bookmarks_mover";
+
+/// Whose rows a connection's statements may touch until its next checkout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RowScope<'a> {
+    /// One tenant's rows (its routing key), read and written.
+    Tenant(&'a str),
+    /// Every tenant's rows: jobs that work a whole shard (reindexing, the feed's purge).
+    EveryTenant,
+    /// Every tenant's rows, read only: admin views and stats.
+    ReadEveryTenant,
+    /// No tenant's rows: statements on the framework's own tables.
+    NoTenant,
+}
+
+impl RowScope<'_> {
+    /// One simple-protocol statement (a single round trip, no prepared statement) that
+    /// replaces whatever the connection's previous checkout declared.
+    pub fn statement(self) -> String {
+        let (role, tenant) = match self {
+            RowScope::Tenant(key) => (APP_ROLE, key),
+            RowScope::EveryTenant => (WORKER_ROLE, ""),
+            RowScope::ReadEveryTenant => (READER_ROLE, ""),
+            RowScope::NoTenant => (APP_ROLE, ""),
+        };
+        format!(
+            "SELECT set_config('role', '{role}', false), set_config('app.tenant_id', {}, false)",
+            literal(tenant)
+        )
+    }
+}
+
+/// A text value as an SQL string literal (`standard_conforming_strings` is on, the default
+/// since Postgres 9.1, so only quotes need doubling).
+fn literal(value: &str) -> String {
+    format!("'{}'", value.replace('\'', "''"))
+}
+
+/// Declares `scope` on `conn` for the statements that follow.
+pub async fn declare(conn: &mut AsyncPgConnection, scope: RowScope<'_>) -> diesel::QueryResult<()> {
+    conn.batch_execute(&scope.statement()).await
+}
+
+/// The statement a pooled shard connection runs when it is opened: switch to [`APP_ROLE`]
+/// if the shard's migrations have created it. A shard not yet migrated has no tenant rows to
+/// protect and its readiness says so; a connection opened then keeps the login's role, which
+/// [`acting`] reports.
+pub fn run_as_app_role() -> String {
+    format!("SELECT set_config('role', rolname, false) FROM pg_roles WHERE rolname = '{APP_ROLE}'")
+}
+
+/// What a session of its own that works a whole shard (outside the pools: a reindexer, the
+/// feed's purge) runs first: act as [`WORKER_ROLE`], if the shard's migrations have created
+/// it (see [`run_as_app_role`]).
+pub fn worker_session() -> String {
+    format!(
+        "SELECT set_config('role', rolname, false) FROM pg_roles WHERE rolname = '{WORKER_ROLE}'"
+    )
+}
+
+/// The role a connection acts as, as far as tenant isolation is concerned.
+#[derive(Debug, QueryableByName)]
+pub struct Acting {
+    /// A superuser, or a role that bypasses row-level security: either would make the
+    /// policies no more than advice.
+    #[diesel(sql_type = Bool)]
+    pub privileged: bool,
+    /// Whether the server has [`APP_ROLE`] (the shard's migrations created it).
+    #[diesel(sql_type = Bool)]
+    pub app_role_exists: bool,
+}
+
+/// What the role `conn` acts as may do.
+pub async fn acting(conn: &mut AsyncPgConnection) -> diesel::QueryResult<Acting> {
+    diesel::sql_query(format!(
+        "SELECT rolsuper OR rolbypassrls AS privileged, \
+         EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '{APP_ROLE}') AS app_role_exists \
+         FROM pg_roles WHERE rolname = current_user"
+    ))
+    .get_result(conn)
+    .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_declared_tenant_is_quoted_against_injection() {
+        let sql = RowScope::Tenant("o'brien").statement();
+        assert!(
+            sql.contains("set_config('app.tenant_id', 'o''brien', false)"),
+            "{sql}"
+        );
+        assert!(
+            sql.contains("set_config('role', 'bookmarks_app', false)"),
+            "{sql}"
+        );
+    }
+
+    #[test]
+    fn every_scope_sets_its_role_and_clears_the_previous_tenant() {
+        for (scope, role) in [
+            (RowScope::EveryTenant, WORKER_ROLE),
+            (RowScope::ReadEveryTenant, READER_ROLE),
+            (RowScope::NoTenant, APP_ROLE),
+        ] {
+            let sql = scope.statement();
+            assert!(sql.contains("'app.tenant_id', ''"), "{sql}");
+            assert!(sql.contains(&format!("'role', '{role}'")), "{sql}");
+        }
+    }
+}

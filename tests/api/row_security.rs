@@ -1,0 +1,222 @@
+//! Tenant isolation the shards enforce: a tenant's session runs as the app's role, which is
+//! neither a superuser nor exempt from row-level security, and sees and changes only the rows
+//! of the tenant it declared, whatever its statements say; the app refuses to start when its
+//! shard connections would be exempt.
+
+use std::sync::Arc;
+
+use diesel::QueryableByName;
+use diesel::sql_types::{BigInt, Bool, Text};
+use diesel_async::RunQueryDsl;
+
+use crate::support::*;
+use bookmarks_sharded::migrate::{self, TargetFilter};
+use bookmarks_sharded::sharding::access::Shards;
+use bookmarks_sharded::sharding::replicas::ReplicaStates;
+use bookmarks_sharded::sharding::row_security::{self, RowScope};
+use bookmarks_sharded::sharding::session::{Primary, SessionError};
+use bookmarks_sharded::sharding::{PinRouter, ShardSet};
+use bookmarks_sharded::startup::Application;
+
+#[derive(QueryableByName)]
+struct Tenant {
+    #[diesel(sql_type = Text)]
+    tenant_id: String,
+}
+
+#[derive(QueryableByName)]
+struct Role {
+    #[diesel(sql_type = Text)]
+    name: String,
+    #[diesel(sql_type = Bool)]
+    privileged: bool,
+}
+
+#[derive(QueryableByName)]
+struct Count {
+    #[diesel(sql_type = BigInt)]
+    n: i64,
+}
+
+async fn migrated(layout: &Layout) {
+    let settings = layout.settings();
+    let targets = migrate::targets(&settings.topology, &TargetFilter::default()).unwrap();
+    migrate::run(&targets).await.expect("migrations apply");
+}
+
+/// The request path's access to the shards, built as the app builds it.
+fn shards_of(layout: &Layout) -> Shards {
+    let topology = Arc::new(layout.settings().topology.clone());
+    let set = Arc::new(ShardSet::new(topology).unwrap());
+    let router = Arc::new(PinRouter::from_shard_set(&set));
+    let replicas = Arc::new(ReplicaStates::new(&set));
+    Shards::new(set, router, replicas)
+}
+
+fn insert(tenant: &str, n: usize) -> String {
+    (0..n)
+        .map(|i| {
+            format!(
+                "INSERT INTO bookmarks (tenant_id, id, url) \
+                 VALUES ('{tenant}', gen_random_uuid(), 'https://{tenant}.example/{i}');"
+            )
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn an_unfiltered_select_or_update_through_a_tenant_session_touches_only_the_declared_tenants_rows()
+ {
+    let layout = layout("").await;
+    migrated(&layout).await;
+    let shards = shards_of(&layout);
+    let shard = shards.route("acme").await.unwrap().shard;
+    let name = shards.set().get(shard).name().to_owned();
+    let (_, port, db, _) = layout.shards.iter().find(|s| s.0 == name).unwrap().clone();
+    // Two tenants on one shard, written behind the app's back by the test's superuser.
+    sql(port, &db, &(insert("acme", 3) + &insert("globex", 4))).await;
+
+    let mut session = shards.session::<Primary>("acme", None, None).await.unwrap();
+    let seen: Vec<Tenant> = session
+        .read(async |c| {
+            diesel::sql_query("SELECT tenant_id FROM bookmarks")
+                .load(c)
+                .await
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        seen.len(),
+        3,
+        "an unfiltered SELECT sees the declared tenant's rows"
+    );
+    assert!(seen.iter().all(|t| t.tenant_id == "acme"));
+    let changed = session
+        .write(async |c| {
+            diesel::sql_query("UPDATE bookmarks SET title = 'renamed'")
+                .execute(c)
+                .await
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        changed, 3,
+        "an unfiltered UPDATE changes the declared tenant's rows"
+    );
+    let untouched = sql(
+        port,
+        &db,
+        "SELECT count(*) FROM bookmarks WHERE tenant_id = 'globex' AND title = ''",
+    )
+    .await;
+    assert_eq!(
+        first(&untouched),
+        "4",
+        "the other tenant's rows are unchanged"
+    );
+
+    // Writing another tenant's row is refused by the shard, not by the app.
+    let refused = session
+        .write(async |c| {
+            diesel::sql_query(insert("globex", 1).trim_end_matches(';'))
+                .execute(c)
+                .await
+        })
+        .await;
+    match refused {
+        Err(SessionError::Shard(e)) => {
+            assert!(format!("{e:?}").contains("row-level security"), "{e:?}")
+        }
+        other => panic!("another tenant's row was written: {other:?}"),
+    }
+
+    // The session's connection acts as the app's role, not the login in the URL.
+    let role: Role = session
+        .read(async |c| {
+            diesel::sql_query(
+                "SELECT current_user::text AS name, rolsuper OR rolbypassrls AS privileged \
+                 FROM pg_roles WHERE rolname = current_user",
+            )
+            .get_result(c)
+            .await
+        })
+        .await
+        .unwrap();
+    assert_eq!(role.name, row_security::APP_ROLE);
+    assert!(
+        !role.privileged,
+        "the app's role is a superuser or bypasses RLS"
+    );
+
+    // A connection that declared no tenant sees nothing.
+    let shard = shards.set().get(shard);
+    let mut conn = shard.primary_pool().get().await.unwrap();
+    row_security::declare(&mut conn, RowScope::NoTenant)
+        .await
+        .unwrap();
+    let none: Count = diesel::sql_query("SELECT count(*) AS n FROM bookmarks")
+        .get_result(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(none.n, 0, "a connection with no tenant declared saw rows");
+    row_security::declare(&mut conn, RowScope::ReadEveryTenant)
+        .await
+        .unwrap();
+    let all: Count = diesel::sql_query("SELECT count(*) AS n FROM bookmarks")
+        .get_result(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(all.n, 7, "a cross-tenant reader sees every tenant");
+    let read_only = diesel::sql_query("DELETE FROM bookmarks")
+        .execute(&mut conn)
+        .await;
+    let refused = format!(
+        "{:?}",
+        read_only.expect_err("a cross-tenant reader deleted rows")
+    );
+    assert!(refused.contains("permission denied"), "{refused}");
+}
+
+#[tokio::test]
+async fn every_shard_table_with_a_tenant_column_has_forced_row_level_security() {
+    let layout = layout("").await;
+    migrated(&layout).await;
+    let (_, port, db, _) = layout.shards[0].clone();
+    let unguarded = sql(
+        port,
+        &db,
+        "SELECT c.relname FROM pg_class c \
+         JOIN information_schema.columns i ON i.table_name = c.relname AND i.column_name = 'tenant_id' \
+         WHERE c.relkind = 'r' AND i.table_schema = 'public' \
+         AND NOT (c.relrowsecurity AND c.relforcerowsecurity)",
+    )
+    .await;
+    assert!(
+        unguarded.is_empty(),
+        "tenant tables without RLS: {unguarded:?}"
+    );
+    let guarded = sql(
+        port,
+        &db,
+        "SELECT count(*) FROM pg_class WHERE relforcerowsecurity AND relkind = 'r'",
+    )
+    .await;
+    assert_eq!(first(&guarded), "7");
+}
+
+#[tokio::test]
+async fn the_app_refuses_to_start_when_its_shard_role_bypasses_row_level_security() {
+    // Servers of its own: roles belong to a server, and every other test's app uses them.
+    let (_main, own, layout) = split_servers("bookmarks-rls-net").await;
+    migrated(&layout).await;
+    sql(own.port, "shard1", "ALTER ROLE bookmarks_app BYPASSRLS").await;
+
+    let refused = Application::build(layout.settings(), test_options("bypass")).await;
+    let why = format!("{:#}", refused.err().expect("the app started"));
+    assert!(why.contains("shard shard1"), "{why}");
+    assert!(why.contains("bypasses row-level security"), "{why}");
+
+    let mut allowed = test_options("allowed");
+    allowed.allow_superuser = true;
+    assert!(Application::build(layout.settings(), allowed).await.is_ok());
+}
