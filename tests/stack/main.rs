@@ -850,7 +850,7 @@ async fn the_compose_stack_serves_through_nginx_survives_outages_and_tears_down_
             .json()
             .await
             .unwrap();
-        for shard in ["db:shard0", "db:shard1"] {
+        for shard in ["db:shard:shard0", "db:shard:shard1"] {
             let details = &ready["components"][shard]["details"];
             for server in ["primary", "replica"] {
                 let said = details[server].as_str().unwrap_or_default();
