@@ -303,6 +303,23 @@ async fn the_html_ui_keeps_the_latest_token_in_a_cookie_so_the_page_after_a_form
     use crate::service::{cookie_value, post_form};
     let layout = layout("reads_without_token = \"replica\"").await;
     let app = TestApp::spawn(layout.settings(), "ryow-ui").await;
+    // The replica serves reads once a probe found it up (it may still be replaying the
+    // test's migrations when the app starts); until then every read goes to the primary.
+    let replica_up = eventually(Duration::from_secs(20), || async {
+        let ready: Value = app
+            .get("/ready")
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        ready["components"]["db:shard:shard0"]["details"]["replica"]
+            .as_str()
+            .is_some_and(|r| r.starts_with("up"))
+    })
+    .await;
+    assert!(replica_up, "shard0's replica is up");
     let home = app.get("/").send().await.unwrap();
     let csrf = cookie_value(&home, "csrf").expect("a csrf cookie is set");
     let key = app.key("hooli").await;
