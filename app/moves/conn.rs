@@ -9,6 +9,7 @@ use tokio_postgres::Client;
 
 use crate::pg::DbUrl;
 use crate::pg::db_url::SessionError;
+pub use crate::pg::quote::{ident, literal};
 use crate::sharding::row_security::MOVER_ROLE;
 
 /// `application_name` of the mover's sessions, to find them in `pg_stat_activity`.
@@ -61,28 +62,4 @@ pub async fn connect_shard(
             source: SessionError::Driver(e),
         })?;
     Ok(client)
-}
-
-/// A text value as an SQL string literal, for the one place parameters cannot go:
-/// the query inside `COPY (…) TO STDOUT`. `standard_conforming_strings` is on (the
-/// default since Postgres 9.1), so only quotes need doubling.
-pub fn literal(value: &str) -> String {
-    format!("'{}'", value.replace('\'', "''"))
-}
-
-/// An identifier, quoted.
-pub fn ident(name: &str) -> String {
-    format!("\"{}\"", name.replace('"', "\"\""))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn literals_and_identifiers_are_quoted_against_injection() {
-        assert_eq!(literal("o'brien"), "'o''brien'");
-        assert_eq!(literal(r"back\slash"), r"'back\slash'");
-        assert_eq!(ident("we\"ird"), "\"we\"\"ird\"");
-    }
 }

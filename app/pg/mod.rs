@@ -10,6 +10,7 @@
 //!   notification;
 //! - [`bounded`]: one piece of work on a server under one time bound;
 //! - [`answer_cache`]: a small cache of answers with a time to live;
+//! - [`quote`]: SQL literals and identifiers, for the few places parameters cannot go;
 //! - [`health`]: probes that a server answers, has the role expected and the migrations
 //!   this build embeds.
 
@@ -22,5 +23,6 @@ pub mod deadline;
 pub mod health;
 pub mod listener;
 pub mod pool;
+pub mod quote;
 
 pub use db_url::DbUrl;

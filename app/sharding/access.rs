@@ -230,26 +230,29 @@ impl ShardConn {
                 }
                 Ok(work(c).await)
             })
-            .await;
-        let outcome = match outcome {
-            Ok(Ok(done)) => Ok(done),
-            Ok(Err(refused)) => {
+            .await
+            .map_err(|CutOff| {
+                let shard = self.name.as_str().to_owned();
+                let timeout = self.conn.deadline();
+                match intent {
+                    Intent::Read => ShardError::Timeout { shard, timeout },
+                    Intent::Write => ShardError::WriteOutcomeUnknown { shard },
+                }
+            })?;
+        match outcome {
+            Ok(done) => Ok(done),
+            Err(refused) => {
                 // Not declared: nothing may run on this connection before it is.
                 self.declare = declare;
                 let lost = self.lost_after(&refused).await;
-                let e = ShardError::from_query(self.name.as_str(), Intent::Read, refused, lost);
-                return Err(e);
+                Err(ShardError::from_query(
+                    self.name.as_str(),
+                    Intent::Read,
+                    refused,
+                    lost,
+                ))
             }
-            Err(cut_off) => Err(cut_off),
-        };
-        outcome.map_err(|CutOff| {
-            let shard = self.name.as_str().to_owned();
-            let timeout = self.conn.deadline();
-            match intent {
-                Intent::Read => ShardError::Timeout { shard, timeout },
-                Intent::Write => ShardError::WriteOutcomeUnknown { shard },
-            }
-        })
+        }
     }
 }
 

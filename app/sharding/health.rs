@@ -16,16 +16,6 @@ use crate::pg::health::{Probe, probe};
 /// failed probe's, so that the two read alike; the circuit's state is reported beside it.
 const CIRCUIT_OPEN: &str = "unreachable";
 
-/// A shard probe's connection acts as a tenant request's does: the app's role (if the
-/// shard's migrations have made it), no tenant.
-fn prelude() -> String {
-    format!(
-        "{}; {}",
-        row_security::run_as_app_role(),
-        "SELECT set_config('app.tenant_id', '', false)"
-    )
-}
-
 /// Probes a shard's primary, unless its breaker already says it is silent.
 pub async fn probe_primary(shard: &Shard, expected: &BTreeSet<String>, timeout: Duration) -> Probe {
     if shard.primary_breaker().is_open() {
@@ -36,7 +26,7 @@ pub async fn probe_primary(shard: &Shard, expected: &BTreeSet<String>, timeout: 
         false,
         expected,
         timeout,
-        Some(&prelude()),
+        Some(&row_security::probe_session()),
     )
     .await
 }
@@ -52,7 +42,14 @@ pub async fn check_replica(
     let p = if shard.replica_breaker().is_some_and(|b| b.is_open()) {
         Probe::down(CIRCUIT_OPEN)
     } else {
-        probe(pool, true, expected, timeout, Some(&prelude())).await
+        probe(
+            pool,
+            true,
+            expected,
+            timeout,
+            Some(&row_security::probe_session()),
+        )
+        .await
     };
     if p.up {
         states.mark_ready(shard);

@@ -12,6 +12,8 @@ use diesel::QueryableByName;
 use diesel::sql_types::Bool;
 use diesel_async::{AsyncPgConnection, RunQueryDsl, SimpleAsyncConnection};
 
+use crate::pg::quote::literal;
+
 /// What a tenant's statements run as: the rows of the declared tenant only.
 pub const APP_ROLE: &str = "bookmarks_app";
 /// What cross-tenant readers (admin views, stats) run as: every tenant's rows, read only.
@@ -52,32 +54,36 @@ impl RowScope<'_> {
     }
 }
 
-/// A text value as an SQL string literal (`standard_conforming_strings` is on, the default
-/// since Postgres 9.1, so only quotes need doubling).
-fn literal(value: &str) -> String {
-    format!("'{}'", value.replace('\'', "''"))
-}
-
 /// Declares `scope` on `conn` for the statements that follow.
 pub async fn declare(conn: &mut AsyncPgConnection, scope: RowScope<'_>) -> diesel::QueryResult<()> {
     conn.batch_execute(&scope.statement()).await
 }
 
-/// The statement a pooled shard connection runs when it is opened: switch to [`APP_ROLE`]
-/// if the shard's migrations have created it. A shard not yet migrated has no tenant rows to
-/// protect and its readiness says so; a connection opened then keeps the login's role, which
-/// [`acting`] reports.
+/// Switches to `role` if the shard's migrations have created it. A shard not yet migrated
+/// has no tenant rows to protect and its readiness says so; a session opened then keeps the
+/// login's role, which [`acting`] reports.
+fn act_as_if_created(role: &str) -> String {
+    format!("SELECT set_config('role', rolname, false) FROM pg_roles WHERE rolname = '{role}'")
+}
+
+/// The statement a pooled shard connection runs when it is opened: act as [`APP_ROLE`].
 pub fn run_as_app_role() -> String {
-    format!("SELECT set_config('role', rolname, false) FROM pg_roles WHERE rolname = '{APP_ROLE}'")
+    act_as_if_created(APP_ROLE)
+}
+
+/// What a readiness probe runs on its pooled connection, so that it asks as a tenant
+/// request would: [`APP_ROLE`], no tenant, whatever the last checkout declared.
+pub fn probe_session() -> String {
+    format!(
+        "{}; SELECT set_config('app.tenant_id', '', false)",
+        act_as_if_created(APP_ROLE)
+    )
 }
 
 /// What a session of its own that works a whole shard (outside the pools: a reindexer, the
-/// feed's purge) runs first: act as [`WORKER_ROLE`], if the shard's migrations have created
-/// it (see [`run_as_app_role`]).
+/// feed's purge) runs first: act as [`WORKER_ROLE`].
 pub fn worker_session() -> String {
-    format!(
-        "SELECT set_config('role', rolname, false) FROM pg_roles WHERE rolname = '{WORKER_ROLE}'"
-    )
+    act_as_if_created(WORKER_ROLE)
 }
 
 /// The role a connection acts as, as far as tenant isolation is concerned.

@@ -12,12 +12,7 @@ const TOKEN: &str = "test-admin-token-0123456789";
 
 async fn admin_app(layout: &Layout, instance: &str) -> TestApp {
     let settings = layout.settings();
-    let targets = bookmarks_sharded::migrate::targets(
-        &settings.topology,
-        &bookmarks_sharded::migrate::TargetFilter::default(),
-    )
-    .unwrap();
-    bookmarks_sharded::migrate::run(&targets).await.unwrap();
+    migrated(&settings).await;
     start_admin(settings, instance).await
 }
 

@@ -306,14 +306,7 @@ async fn the_html_ui_keeps_the_latest_token_in_a_cookie_so_the_page_after_a_form
     // The replica serves reads once a probe found it up (it may still be replaying the
     // test's migrations when the app starts); until then every read goes to the primary.
     let replica_up = eventually(Duration::from_secs(20), || async {
-        let ready: Value = app
-            .get("/ready")
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let ready = app.json("/ready").await;
         ready["components"]["db:shard:shard0"]["details"]["replica"]
             .as_str()
             .is_some_and(|r| r.starts_with("up"))

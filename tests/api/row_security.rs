@@ -10,7 +10,6 @@ use diesel::sql_types::{BigInt, Bool, Text};
 use diesel_async::RunQueryDsl;
 
 use crate::support::*;
-use bookmarks_sharded::migrate::{self, TargetFilter};
 use bookmarks_sharded::sharding::access::Shards;
 use bookmarks_sharded::sharding::replicas::ReplicaStates;
 use bookmarks_sharded::sharding::row_security::{self, RowScope};
@@ -38,12 +37,6 @@ struct Count {
     n: i64,
 }
 
-async fn migrated(layout: &Layout) {
-    let settings = layout.settings();
-    let targets = migrate::targets(&settings.topology, &TargetFilter::default()).unwrap();
-    migrate::run(&targets).await.expect("migrations apply");
-}
-
 /// The request path's access to the shards, built as the app builds it.
 fn shards_of(layout: &Layout) -> Shards {
     let topology = Arc::new(layout.settings().topology.clone());
@@ -68,7 +61,7 @@ fn insert(tenant: &str, n: usize) -> String {
 async fn an_unfiltered_select_or_update_through_a_tenant_session_touches_only_the_declared_tenants_rows()
  {
     let layout = layout("").await;
-    migrated(&layout).await;
+    migrated(&layout.settings()).await;
     let shards = shards_of(&layout);
     let shard = shards.route("acme").await.unwrap().shard;
     let name = shards.set().get(shard).name().to_owned();
@@ -180,7 +173,7 @@ async fn an_unfiltered_select_or_update_through_a_tenant_session_touches_only_th
 #[tokio::test]
 async fn every_shard_table_with_a_tenant_column_has_forced_row_level_security() {
     let layout = layout("").await;
-    migrated(&layout).await;
+    migrated(&layout.settings()).await;
     let (_, port, db, _) = layout.shards[0].clone();
     let unguarded = sql(
         port,
@@ -208,7 +201,7 @@ async fn every_shard_table_with_a_tenant_column_has_forced_row_level_security() 
 async fn the_app_refuses_to_start_when_its_shard_role_bypasses_row_level_security() {
     // Servers of its own: roles belong to a server, and every other test's app uses them.
     let (_main, own, layout) = split_servers("bookmarks-rls-net").await;
-    migrated(&layout).await;
+    migrated(&layout.settings()).await;
     sql(own.port, "shard1", "ALTER ROLE bookmarks_app BYPASSRLS").await;
 
     let refused = Application::build(layout.settings(), test_options("bypass")).await;

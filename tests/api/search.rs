@@ -9,17 +9,10 @@ use crate::support::*;
 use bookmarks_sharded::jobs::Job;
 use bookmarks_sharded::jobs::queue::{self, NewJob};
 use bookmarks_sharded::jobs::worker::WorkerOptions;
-use bookmarks_sharded::migrate::{self, TargetFilter};
 use bookmarks_sharded::pg::pool::{PgConn, build_pool};
 use bookmarks_sharded::search::reindexer::LEADER_LOCK;
 use bookmarks_sharded::tenancy::TenantId;
 use serde_json::{Value, json};
-
-async fn migrated(layout: &Layout) {
-    let settings = layout.settings();
-    let targets = migrate::targets(&settings.topology, &TargetFilter::default()).unwrap();
-    migrate::run(&targets).await.expect("migrations apply");
-}
 
 /// A test app whose job worker polls quickly and retries after 100 ms, 200 ms, …
 async fn quick_app(layout: &Layout, instance: &str, background: bool) -> TestApp {
@@ -98,7 +91,7 @@ async fn a_written_bookmark_is_found_by_a_word_of_its_notes_within_two_seconds()
 #[tokio::test]
 async fn rows_not_yet_indexed_are_found_and_marked_as_waiting() {
     let layout = layout("").await;
-    migrated(&layout).await;
+    migrated(&layout.settings()).await;
     // No background work in this process: nothing gets indexed.
     let app = quick_app(&layout, "no-indexer", false).await;
     app.create(
@@ -141,7 +134,7 @@ async fn leaders(port: u16, db: &str) -> Vec<String> {
 #[tokio::test]
 async fn each_shard_has_exactly_one_reindexer_leader_and_another_process_takes_over_when_it_dies() {
     let layout = layout("").await;
-    migrated(&layout).await;
+    migrated(&layout.settings()).await;
     let config = std::env::temp_dir().join(format!("{}.toml", unique("leaders")));
     std::fs::write(&config, layout.toml()).unwrap();
     let mut processes = vec![
@@ -214,7 +207,7 @@ async fn each_shard_has_exactly_one_reindexer_leader_and_another_process_takes_o
 #[tokio::test]
 async fn with_one_shard_stopped_the_other_keeps_indexing_and_the_stopped_one_catches_up_after() {
     let (_main, doomed, layout) = split_servers("bookmarks-search-net").await;
-    migrated(&layout).await;
+    migrated(&layout.settings()).await;
     // A backlog on shard1, written while no indexer runs.
     sql(
         doomed.port,
@@ -257,7 +250,7 @@ async fn jobs_run_once_among_competing_workers_back_off_then_die_and_dedupe_by_k
     // Patient connects: a job whose first connection timed out on a loaded machine would
     // run twice, and this test counts attempts.
     let layout = layout("").await.with_patient_connects();
-    migrated(&layout).await;
+    migrated(&layout.settings()).await;
     let mut conn = control_conn(&layout).await;
     let tenants: Vec<String> = (0..12).map(|i| format!("jobs-tenant-{i}")).collect();
     let mut ids = Vec::new();
@@ -362,7 +355,7 @@ async fn jobs_run_once_among_competing_workers_back_off_then_die_and_dedupe_by_k
 #[tokio::test]
 async fn a_job_enqueued_before_its_tenant_was_re_pinned_runs_on_the_new_shard() {
     let layout = layout("[sharding]\ndirectory_router = true").await;
-    migrated(&layout).await;
+    migrated(&layout.settings()).await;
     let tenant = "repinned-co";
     let home = hash_shard(&layout.settings(), tenant);
     let away = other_shard(&home);

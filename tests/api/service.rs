@@ -1007,9 +1007,7 @@ async fn two_rows_in_one_transaction(
 async fn sharded_db_tx_commits_or_rolls_back_on_the_tenants_own_shard() {
     use tower::ServiceExt;
     let l = layout("").await;
-    let targets =
-        bookmarks_sharded::migrate::targets(&l.settings().topology, &Default::default()).unwrap();
-    bookmarks_sharded::migrate::run(&targets).await.unwrap();
+    migrated(&l.settings()).await;
     let options = bookmarks_sharded::startup::ServeOptions {
         bind: "127.0.0.1:0".parse().unwrap(),
         ..Default::default()

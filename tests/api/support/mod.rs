@@ -363,6 +363,12 @@ impl Layout {
 }
 
 /// Serve options for tests: a free port, quick replica checks.
+/// Applies every migration to every database of `settings`.
+pub async fn migrated(settings: &Settings) {
+    let targets = migrate::targets(&settings.topology, &TargetFilter::default()).unwrap();
+    migrate::run(&targets).await.expect("migrations apply");
+}
+
 pub fn test_options(instance: &str) -> ServeOptions {
     ServeOptions {
         bind: "127.0.0.1:0".parse().unwrap(),
@@ -472,8 +478,7 @@ impl TestApp {
 
     /// Migrates every database, then starts the app with `options`.
     pub async fn spawn_with(settings: Settings, options: ServeOptions) -> TestApp {
-        let targets = migrate::targets(&settings.topology, &TargetFilter::default()).unwrap();
-        migrate::run(&targets).await.expect("migrations apply");
+        migrated(&settings).await;
         Self::start(settings, options).await
     }
 
