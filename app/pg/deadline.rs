@@ -22,7 +22,7 @@ use diesel_async::AsyncPgConnection;
 use quanta::Instant;
 
 use super::breaker::Breaker;
-use super::pool::PgConn;
+use super::pool::{PgConn, Pooled};
 
 /// A statement on the connection was cut off: by this call's deadline, or by an earlier one.
 #[derive(Debug)]
@@ -68,6 +68,15 @@ impl DeadlineConn {
     pub async fn within<T>(
         &mut self,
         work: impl AsyncFnOnce(&mut AsyncPgConnection) -> T,
+    ) -> Result<T, CutOff> {
+        self.within_pooled(async |pooled| work(pooled).await).await
+    }
+
+    /// [`DeadlineConn::within`], for work that also settles the session (see
+    /// [`Pooled::settle`]).
+    pub async fn within_pooled<T>(
+        &mut self,
+        work: impl AsyncFnOnce(&mut Pooled) -> T,
     ) -> Result<T, CutOff> {
         if self.dirty {
             return Err(CutOff);

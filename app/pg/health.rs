@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use diesel::QueryableByName;
 use diesel::sql_types::{Bool, Text};
-use diesel_async::{RunQueryDsl, SimpleAsyncConnection};
+use diesel_async::RunQueryDsl;
 
 use super::pool::PgPool;
 
@@ -77,7 +77,7 @@ async fn probe_inner(
         }
     };
     if let Some(sql) = prelude
-        && let Err(e) = conn.batch_execute(sql).await
+        && let Err(e) = conn.settle(sql).await
     {
         tracing::debug!(error = %e, "health probe: prelude failed");
         return Probe::down("query failed");

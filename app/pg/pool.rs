@@ -3,10 +3,11 @@
 //! The types every other part of the sharding layer names a pooled connection by live here,
 //! below the breakers and the shard set that use them.
 
+use std::ops::{Deref, DerefMut};
 use std::time::Duration;
 
 use deadpool::Runtime;
-use deadpool::managed::{Pool, PoolError, Timeouts};
+use deadpool::managed::{Manager, Metrics, Pool, PoolError, RecycleResult, Timeouts};
 use diesel::ConnectionError;
 use diesel_async::pooled_connection::{
     AsyncDieselConnectionManager, ManagerConfig, PoolError as ConnectError, RecyclingMethod,
@@ -16,9 +17,75 @@ use diesel_async::{AsyncConnection, AsyncPgConnection, SimpleAsyncConnection};
 use super::db_url::DbUrl;
 
 /// A pool of connections to one Postgres server.
-pub type PgPool = Pool<AsyncDieselConnectionManager<AsyncPgConnection>>;
-/// A connection checked out of a [`PgPool`]; derefs to `AsyncPgConnection`.
-pub type PgConn = deadpool::managed::Object<AsyncDieselConnectionManager<AsyncPgConnection>>;
+pub type PgPool = Pool<PgManager>;
+/// A connection checked out of a [`PgPool`]; derefs to [`Pooled`], which derefs to
+/// `AsyncPgConnection`.
+pub type PgConn = deadpool::managed::Object<PgManager>;
+
+/// A pooled connection, and the session statement it last ran (see [`Pooled::settle`]).
+pub struct Pooled {
+    conn: AsyncPgConnection,
+    /// The last statement [`Pooled::settle`] ran on this connection, while it is known to
+    /// hold: session-level settings stay until something changes them.
+    settled: Option<String>,
+}
+
+impl Pooled {
+    /// Runs `sql`, a statement of session-level settings, unless it is the one this
+    /// connection ran last: a checkout that needs the settings its connection already has
+    /// costs no round trip. Every statement that changes session settings on a pooled
+    /// connection must go through here (or call [`Pooled::unsettle`]), or a later checkout
+    /// would trust settings that no longer hold.
+    ///
+    /// Run outside any transaction: a rolled-back transaction takes its settings with it.
+    pub async fn settle(&mut self, sql: &str) -> diesel::QueryResult<()> {
+        if self.settled.as_deref() == Some(sql) {
+            return Ok(());
+        }
+        // Unknown until the server says it is done (an error, or a cut-off, leaves it so).
+        self.settled = None;
+        self.conn.batch_execute(sql).await?;
+        self.settled = Some(sql.to_owned());
+        Ok(())
+    }
+
+    /// Forgets what [`Pooled::settle`] ran: session settings were changed some other way.
+    pub fn unsettle(&mut self) {
+        self.settled = None;
+    }
+}
+
+impl Deref for Pooled {
+    type Target = AsyncPgConnection;
+    fn deref(&self) -> &AsyncPgConnection {
+        &self.conn
+    }
+}
+
+impl DerefMut for Pooled {
+    fn deref_mut(&mut self) -> &mut AsyncPgConnection {
+        &mut self.conn
+    }
+}
+
+/// diesel-async's manager, with each connection's settled statement beside it.
+pub struct PgManager(AsyncDieselConnectionManager<AsyncPgConnection>);
+
+impl Manager for PgManager {
+    type Type = Pooled;
+    type Error = ConnectError;
+
+    async fn create(&self) -> Result<Pooled, ConnectError> {
+        Ok(Pooled {
+            conn: self.0.create().await?,
+            settled: None,
+        })
+    }
+
+    async fn recycle(&self, obj: &mut Pooled, metrics: &Metrics) -> RecycleResult<ConnectError> {
+        self.0.recycle(&mut obj.conn, metrics).await
+    }
+}
 /// Why a checkout failed (timeout, connection refused, …).
 pub type CheckoutError = PoolError<ConnectError>;
 
@@ -79,8 +146,10 @@ pub fn build_pool(
             Ok(conn)
         })
     });
-    let manager =
-        AsyncDieselConnectionManager::<AsyncPgConnection>::new_with_config(url.expose(), config);
+    let manager = PgManager(AsyncDieselConnectionManager::new_with_config(
+        url.expose(),
+        config,
+    ));
     Pool::builder(manager)
         .max_size(size as usize)
         .runtime(Runtime::Tokio1)

@@ -224,9 +224,9 @@ impl ShardConn {
         let declare = self.declare.take();
         let outcome = self
             .conn
-            .within(async |c| {
+            .within_pooled(async |c| {
                 if let Some(sql) = &declare {
-                    c.batch_execute(sql).await?;
+                    c.settle(sql).await?;
                 }
                 Ok(work(c).await)
             })

@@ -10,8 +10,9 @@
 
 use diesel::QueryableByName;
 use diesel::sql_types::Bool;
-use diesel_async::{AsyncPgConnection, RunQueryDsl, SimpleAsyncConnection};
+use diesel_async::{AsyncPgConnection, RunQueryDsl};
 
+use crate::pg::pool::Pooled;
 use crate::pg::quote::literal;
 
 /// What a tenant's statements run as: the rows of the declared tenant only.
@@ -54,9 +55,10 @@ impl RowScope<'_> {
     }
 }
 
-/// Declares `scope` on `conn` for the statements that follow.
-pub async fn declare(conn: &mut AsyncPgConnection, scope: RowScope<'_>) -> diesel::QueryResult<()> {
-    conn.batch_execute(&scope.statement()).await
+/// Declares `scope` on `conn` for the statements that follow; no round trip when the
+/// connection's last declaration was the same (see [`Pooled::settle`]).
+pub async fn declare(conn: &mut Pooled, scope: RowScope<'_>) -> diesel::QueryResult<()> {
+    conn.settle(&scope.statement()).await
 }
 
 /// Switches to `role` if the shard's migrations have created it. A shard not yet migrated

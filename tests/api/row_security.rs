@@ -7,9 +7,10 @@ use std::sync::Arc;
 
 use diesel::QueryableByName;
 use diesel::sql_types::{BigInt, Bool, Text};
-use diesel_async::RunQueryDsl;
+use diesel_async::{RunQueryDsl, SimpleAsyncConnection};
 
 use crate::support::*;
+use bookmarks_sharded::pg::pool::{PgConn, build_pool};
 use bookmarks_sharded::sharding::access::Shards;
 use bookmarks_sharded::sharding::replicas::ReplicaStates;
 use bookmarks_sharded::sharding::row_security::{self, RowScope};
@@ -168,6 +169,61 @@ async fn an_unfiltered_select_or_update_through_a_tenant_session_touches_only_th
         read_only.expect_err("a cross-tenant reader deleted rows")
     );
     assert!(refused.contains("permission denied"), "{refused}");
+}
+
+#[tokio::test]
+async fn a_pooled_connection_declared_for_one_tenant_then_another_sees_only_the_one_declared_last()
+{
+    let layout = layout("").await;
+    let settings = layout.settings();
+    migrated(&settings).await;
+    let (_, port, db, _) = layout.shards[0].clone();
+    sql(port, &db, &(insert("acme", 3) + &insert("globex", 4))).await;
+    let spec = &settings.topology.shards[0];
+    // One connection, so every checkout gets the one the previous checkout declared on.
+    let pool = build_pool(
+        &spec.primary_url,
+        1,
+        settings.topology.pool_bounds(),
+        "shard0",
+        Some(&row_security::run_as_app_role()),
+    )
+    .unwrap();
+    let count = async |conn: &mut PgConn| -> i64 {
+        let c: Count = diesel::sql_query("SELECT count(*) AS n FROM bookmarks")
+            .get_result(conn)
+            .await
+            .unwrap();
+        c.n
+    };
+    for (tenant, rows) in [("acme", 3), ("acme", 3), ("globex", 4), ("acme", 3)] {
+        let mut conn = pool.get().await.unwrap();
+        row_security::declare(&mut conn, RowScope::Tenant(tenant))
+            .await
+            .unwrap();
+        assert_eq!(count(&mut conn).await, rows, "declared {tenant}");
+    }
+
+    // The declaration the connection already holds is not sent again: a setting changed
+    // behind the pool's back stays (which is why every change goes through `settle`) …
+    let mut conn = pool.get().await.unwrap();
+    conn.batch_execute("SELECT set_config('app.tenant_id', 'globex', false)")
+        .await
+        .unwrap();
+    row_security::declare(&mut conn, RowScope::Tenant("acme"))
+        .await
+        .unwrap();
+    assert_eq!(
+        count(&mut conn).await,
+        4,
+        "the same declaration was sent twice"
+    );
+    // … until the connection is told to forget it.
+    conn.unsettle();
+    row_security::declare(&mut conn, RowScope::Tenant("acme"))
+        .await
+        .unwrap();
+    assert_eq!(count(&mut conn).await, 3);
 }
 
 #[tokio::test]
