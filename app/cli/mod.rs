@@ -4,6 +4,7 @@
 //! Every subcommand takes `--config PATH` (else `AUTUMN_CONFIG`, else `./autumn.toml`).
 //! Exit codes: 0 success, 1 runtime failure, 2 bad configuration or arguments.
 
+mod admin_token;
 mod check_config;
 mod control;
 mod exit;
@@ -72,6 +73,9 @@ pub enum Command {
     /// List and add a tenant's members (each key acts for one, with its role).
     #[command(subcommand)]
     Members(members::MembersCommand),
+    /// Print the admin token the control migrations generated for this deployment (what
+    /// `ADMIN_TOKEN=generated` uses).
+    AdminToken,
     /// Write the API's OpenAPI document (what `/api/openapi.json` serves). Needs no
     /// configuration.
     Openapi(openapi::OpenApiArgs),
@@ -118,6 +122,9 @@ pub fn main() -> ExitCode {
         Command::Members(command) => with_settings(&cli.config.path, |s| {
             block_on(false, members::run(s, command))
         }),
+        Command::AdminToken => {
+            with_settings(&cli.config.path, |s| block_on(false, admin_token::run(s)))
+        }
         Command::Openapi(args) => openapi::run(&args),
     }
 }

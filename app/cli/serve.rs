@@ -5,6 +5,7 @@ use std::process::ExitCode;
 
 use crate::admin::AdminToken;
 use crate::configuration::Settings;
+use crate::configuration::secret::Secret;
 use crate::startup::{Application, ServeOptions};
 use crate::tenancy::session::MIN_SECRET_BYTES;
 
@@ -19,8 +20,9 @@ pub struct ServeArgs {
     /// Apply pending migrations first (implied by AUTUMN_ENV=development).
     #[arg(long)]
     pub migrate: bool,
-    /// Turns on /admin for whoever presents this token (at least 16 characters); unset or
-    /// empty leaves the admin page off.
+    /// Turns on /admin for whoever presents this token (at least 128 bits of randomness);
+    /// `generated` uses the one the control migrations generated (`bookmarks admin-token`
+    /// prints it); unset or empty leaves the admin page off.
     #[arg(long, env = "ADMIN_TOKEN", hide_env_values = true, default_value = "")]
     pub admin_token: String,
     /// On SIGTERM, keep serving this long (not ready, closing each connection after its
@@ -40,8 +42,9 @@ pub struct ServeArgs {
         value_parser = clap::value_parser!(u64).range(0..=60_000)
     )]
     pub ready_max_age_ms: u64,
-    /// Signs the UI's session cookies (at least 32 bytes; the same on every replica). Unset:
-    /// a random secret of this process's own.
+    /// Signs the UI's session cookies (at least 32 bytes; the same on every replica);
+    /// `generated` uses the one the control migrations generated. Unset: a random secret of
+    /// this process's own.
     #[arg(
         long,
         env = "SESSION_SECRET",
@@ -55,49 +58,33 @@ pub struct ServeArgs {
     pub allow_superuser: bool,
 }
 
-/// Values published in the repository (`.env`), which anyone can read: they are refused
-/// unless development mode (`AUTUMN_ENV=development`) is on.
-const PUBLIC_DEVELOPMENT_VALUES: [(&str, &str); 2] = [
-    ("ADMIN_TOKEN", "dev-admin-token-change-me"),
-    (
-        "SESSION_SECRET",
-        "dev-session-secret-change-me-0123456789abcdef",
-    ),
-];
+/// Session secrets that have been published (the repository's old development `.env`):
+/// anyone can read them.
+const PUBLISHED_SESSION_SECRETS: [&str; 1] = ["dev-session-secret-change-me-0123456789abcdef"];
 
-/// Refuses a secret whose value is the repository's public development value, unless
-/// development mode is on.
-fn refuse_public_value(
-    name: &'static str,
-    value: &str,
-    development: bool,
-) -> Result<(), PublicValue> {
-    let public = PUBLIC_DEVELOPMENT_VALUES
-        .iter()
-        .any(|(n, v)| *n == name && *v == value);
-    if public && !development {
-        return Err(PublicValue(name));
-    }
-    Ok(())
+/// `SESSION_SECRET` as set: empty for one of the process's own, `generated` for the
+/// control database's, anything else at least [`MIN_SECRET_BYTES`] long and unpublished.
+fn session_secret(raw: &str) -> Result<Secret<Vec<u8>>, String> {
+    Secret::from_env_value(raw, |given| {
+        if PUBLISHED_SESSION_SECRETS.contains(&given) {
+            return Err(
+                "SESSION_SECRET is a published value that anyone can read: use a random one, \
+                 e.g. SESSION_SECRET=$(openssl rand -hex 32), or SESSION_SECRET=generated"
+                    .to_owned(),
+            );
+        }
+        if given.len() < MIN_SECRET_BYTES {
+            return Err(format!(
+                "SESSION_SECRET is {} bytes long; use at least {MIN_SECRET_BYTES}",
+                given.len()
+            ));
+        }
+        Ok(given.as_bytes().to_vec())
+    })
 }
-
-/// A secret set to the value the repository publishes.
-#[derive(Debug, thiserror::Error)]
-#[error(
-    "{0} is the development value published in the repository's .env, which anyone can \
-     read: set your own (e.g. {0}=$(openssl rand -hex 32)), or set AUTUMN_ENV=development to \
-     run the development stack as it is"
-)]
-struct PublicValue(&'static str);
 
 pub async fn run(settings: Settings, args: ServeArgs) -> ExitCode {
     let development = std::env::var("AUTUMN_ENV").as_deref() == Ok("development");
-    let refused = refuse_public_value("ADMIN_TOKEN", &args.admin_token, development)
-        .and_then(|()| refuse_public_value("SESSION_SECRET", &args.session_secret, development));
-    if let Err(why) = refused {
-        eprintln!("error: {why}");
-        return ExitCode::from(super::exit::EXIT_CONFIG);
-    }
     let admin_token = match AdminToken::from_env_value(&args.admin_token) {
         Ok(token) => token,
         Err(e) => {
@@ -105,13 +92,12 @@ pub async fn run(settings: Settings, args: ServeArgs) -> ExitCode {
             return ExitCode::from(super::exit::EXIT_CONFIG);
         }
     };
-    let session_secret = match args.session_secret.len() {
-        0 => None,
-        n if n < MIN_SECRET_BYTES => {
-            eprintln!("error: SESSION_SECRET is {n} bytes long; use at least {MIN_SECRET_BYTES}");
+    let session_secret = match session_secret(&args.session_secret) {
+        Ok(secret) => secret,
+        Err(e) => {
+            eprintln!("error: {e}");
             return ExitCode::from(super::exit::EXIT_CONFIG);
         }
-        _ => Some(args.session_secret.into_bytes()),
     };
     let options = ServeOptions {
         admin_token,

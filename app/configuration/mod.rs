@@ -10,6 +10,7 @@ mod database;
 mod env;
 pub mod proxies;
 mod raw;
+pub mod secret;
 mod slots;
 
 use std::fmt;

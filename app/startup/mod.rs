@@ -15,6 +15,7 @@ use tokio::net::TcpListener;
 
 use crate::admin::{self, AdminState, AdminToken, ControlDb};
 use crate::changes::{self, purge::PurgeOptions};
+use crate::configuration::secret::{self, GeneratedSecret, Secret};
 use crate::configuration::{AuthMode, Settings};
 use crate::fairness::Fairness;
 use crate::jobs::worker::{self, JobCounts, JobWakeups, WorkerOptions};
@@ -86,11 +87,11 @@ pub struct ServeOptions {
     /// How often every database server's liveness is checked, so that a server that goes
     /// silent opens its breaker even before a request is sent to it.
     pub liveness_interval: Duration,
-    /// Mounts the admin page, for whoever presents this token.
-    pub admin_token: Option<AdminToken>,
-    /// Signs the UI's session cookies; every replica behind one site needs the same. `None`:
+    /// Mounts the admin page, for whoever presents this token (unset: no admin page).
+    pub admin_token: Secret<AdminToken>,
+    /// Signs the UI's session cookies; every replica behind one site needs the same. Unset:
     /// a random secret of this process's own (sessions then work on this process only).
-    pub session_secret: Option<Vec<u8>>,
+    pub session_secret: Secret<Vec<u8>>,
     /// Run the background work (a reindexer per shard, a job worker, the change feed's
     /// purge) in this process.
     pub background: bool,
@@ -116,8 +117,8 @@ impl Default for ServeOptions {
             max_in_flight: DEFAULT_MAX_IN_FLIGHT,
             replica_check_interval: Duration::from_secs(2),
             liveness_interval: Duration::from_secs(1),
-            admin_token: None,
-            session_secret: None,
+            admin_token: Secret::Unset,
+            session_secret: Secret::Unset,
             background: true,
             reindex: ReindexOptions::default(),
             jobs: WorkerOptions::default(),
@@ -175,6 +176,7 @@ impl Application {
             "control",
             None,
         )?;
+        let (admin_token, session_secret) = secrets(&control, &options).await?;
         // One breaker for the control database, shared by everything the request path asks
         // there.
         let lookups = ControlLookups::new(control.clone(), topology.lookup_bounds());
@@ -186,7 +188,11 @@ impl Application {
         let directory = topology
             .directory_router
             .then(|| Arc::new(DirectoryRouter::with_lookups(lookups.clone(), &set)));
-        let authenticator = Arc::new(authenticator(&settings, &options, lookups.clone())?);
+        let authenticator = Arc::new(authenticator(
+            &settings,
+            session_secret.as_deref(),
+            lookups.clone(),
+        )?);
         let failed_credentials = Arc::new(FailedCredentials::new(
             settings.web.failed_credentials_per_minute,
             settings.web.trusted_proxies.clone(),
@@ -219,9 +225,9 @@ impl Application {
                 jobs.clone() as Arc<dyn MetricSource>,
                 Arc::new(fairness.clone()) as Arc<dyn MetricSource>,
             ],
-            sees_tenants(options.admin_token.clone()),
+            sees_tenants(admin_token.clone()),
         );
-        let admin = options.admin_token.clone().map(|token| {
+        let admin = admin_token.map(|token| {
             AdminState::new(admin::Sources {
                 token,
                 failed_credentials: failed_credentials.clone(),
@@ -541,11 +547,11 @@ async fn load_slot_map(set: &ShardSet, lookups: &ControlLookups) {
 /// How this process checks who may act as a tenant (`[tenancy] auth`).
 fn authenticator(
     settings: &Settings,
-    options: &ServeOptions,
+    session_secret: Option<&[u8]>,
     lookups: ControlLookups,
 ) -> anyhow::Result<Authenticator> {
     let tenancy = &settings.tenancy;
-    let sessions = match &options.session_secret {
+    let sessions = match session_secret {
         Some(secret) => Sessions::new(secret, tenancy.session_ttl, tenancy.secure_cookies)?,
         None => {
             if tenancy.auth == AuthMode::ApiKey {
@@ -573,6 +579,46 @@ fn authenticator(
         keys,
         sessions,
     ))
+}
+
+/// The admin token and the session secret, the generated ones read from the control
+/// database (which `migrate` has just prepared, if this server was told to migrate).
+async fn secrets(
+    control: &PgPool,
+    options: &ServeOptions,
+) -> anyhow::Result<(Option<AdminToken>, Option<Vec<u8>>)> {
+    let wants_generated = matches!(options.admin_token, Secret::Generated)
+        || matches!(options.session_secret, Secret::Generated);
+    let mut conn = match wants_generated {
+        true => Some(
+            control
+                .get()
+                .await
+                .context("cannot reach the control database for the generated secrets")?,
+        ),
+        false => None,
+    };
+    let mut generated = async |secret| -> anyhow::Result<String> {
+        let conn = conn.as_mut().expect("connected when a secret is generated");
+        Ok(secret::generated(conn, secret).await?)
+    };
+    let admin_token = match &options.admin_token {
+        Secret::Unset => None,
+        Secret::Given(token) => Some(token.clone()),
+        Secret::Generated => Some(AdminToken::parse(
+            &generated(GeneratedSecret::AdminToken).await?,
+        )?),
+    };
+    let session_secret = match &options.session_secret {
+        Secret::Unset => None,
+        Secret::Given(secret) => Some(secret.clone()),
+        Secret::Generated => Some(
+            generated(GeneratedSecret::SessionSecret)
+                .await?
+                .into_bytes(),
+        ),
+    };
+    Ok((admin_token, session_secret))
 }
 
 /// Series that name tenants go only to a scrape presenting the admin token (`Authorization:

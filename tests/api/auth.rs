@@ -271,7 +271,7 @@ async fn signing_out_ends_the_session_on_every_server_within_a_second_not_only_i
     let l = layout("").await;
     // Two replicas sharing the session secret, as compose's do.
     let replica = |name: &str| bookmarks_sharded::startup::ServeOptions {
-        session_secret: Some(vec![7u8; 32]),
+        session_secret: bookmarks_sharded::configuration::secret::Secret::Given(vec![7u8; 32]),
         ..test_options(name)
     };
     let (web1, web2) = (

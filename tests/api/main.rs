@@ -31,5 +31,6 @@ mod range_moves;
 mod replica_reads;
 mod row_security;
 mod search;
+mod secrets;
 mod service;
 mod states;

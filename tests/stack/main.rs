@@ -146,14 +146,10 @@ impl Stack {
     }
 }
 
-/// The development admin token the stack gets from `.env`.
-fn admin_token() -> String {
-    let env = std::fs::read_to_string(format!("{ROOT}/.env")).expect(".env is committed");
-    env.lines()
-        .find_map(|l| l.strip_prefix("ADMIN_TOKEN="))
-        .expect(".env sets ADMIN_TOKEN")
-        .trim()
-        .to_owned()
+/// The admin token the stack's control migrations generated, as its operator reads it.
+fn admin_token(stack: &Stack) -> String {
+    let out = stack.compose(&["exec", "-T", "web1", "bookmarks", "admin-token"]);
+    String::from_utf8(out.stdout).unwrap().trim().to_owned()
 }
 
 /// The admin page and the tenant UI in headless Chromium, through nginx: the Basic-auth
@@ -163,7 +159,7 @@ fn admin_token() -> String {
 /// revoked key ending the session.
 async fn browse_the_admin_page_and_the_tenant_ui(stack: &Stack) -> Browser {
     let b = Browser::start().await;
-    let token = admin_token();
+    let token = stack.admin_token.clone();
     let port = stack.port;
     let base = stack.base.clone();
     // Credentials in the URL answer the Basic prompt; the browser then reuses them for
@@ -800,7 +796,7 @@ async fn the_compose_stack_serves_through_nginx_survives_outages_and_tears_down_
         .with_wait(false);
     let started = Instant::now();
     compose.up().await.expect("docker compose up");
-    let stack = Stack {
+    let mut stack = Stack {
         project: project.clone(),
         files,
         port,
@@ -810,7 +806,7 @@ async fn the_compose_stack_serves_through_nginx_survives_outages_and_tears_down_
             .timeout(Duration::from_secs(10))
             .build()
             .unwrap(),
-        admin_token: admin_token(),
+        admin_token: String::new(),
         keys: Mutex::default(),
     };
     assert!(
@@ -818,6 +814,15 @@ async fn the_compose_stack_serves_through_nginx_survives_outages_and_tears_down_
         "/ready via nginx"
     );
     eprintln!("stack ready after {:?}", started.elapsed());
+
+    // No secret comes from the repository: the admin token is this stack's own, generated
+    // by its control migrations (256 bits of hex), and the replicas take it.
+    stack.admin_token = admin_token(&stack);
+    assert!(
+        stack.admin_token.len() == 64 && stack.admin_token.bytes().all(|b| b.is_ascii_hexdigit()),
+        "generated admin token: {:?}",
+        stack.admin_token
+    );
 
     // The primary admits replication because our init script said so, not because the image
     // did (the official image's pg_hba.conf has no such line, and neither has the stand-in's),

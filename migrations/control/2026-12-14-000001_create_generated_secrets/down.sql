@@ -1,0 +1,1 @@
+DROP TABLE _autumn_secrets;
