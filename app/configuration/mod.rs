@@ -94,7 +94,8 @@ pub struct TenancySettings {
     pub key_cache_ttl: std::time::Duration,
     /// How long a signed-in browser stays signed in.
     pub session_ttl: std::time::Duration,
-    /// Mark the session cookie `Secure` (set it when the site is served over TLS).
+    /// The site is reached only over TLS: `__Host-` and `Secure` cookies, and HSTS
+    /// ([`crate::web::tls_only`]).
     pub secure_cookies: bool,
 }
 

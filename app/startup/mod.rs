@@ -271,7 +271,12 @@ impl Application {
         let listener = TcpListener::bind(options.bind)
             .await
             .with_context(|| format!("cannot bind {}", options.bind))?;
-        let router = state.router(options.request_timeout, options.max_in_flight, &draining);
+        let router = state.router(
+            options.request_timeout,
+            options.max_in_flight,
+            &draining,
+            settings.tenancy.secure_cookies,
+        );
         Ok(Self {
             listener,
             router,

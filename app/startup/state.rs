@@ -89,6 +89,7 @@ impl AppState {
         request_timeout: Duration,
         max_in_flight: usize,
         draining: &Draining,
+        tls_only: bool,
     ) -> HttpService {
         let me = self.parts();
         let routes = every_route(
@@ -109,6 +110,7 @@ impl AppState {
             request_timeout,
             max_in_flight,
             draining,
+            tls_only,
         )
     }
 }

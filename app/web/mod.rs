@@ -24,6 +24,7 @@ pub mod request_facts;
 pub mod request_id;
 pub mod stack;
 pub mod timestamp;
+pub mod tls_only;
 
 use std::sync::Arc;
 

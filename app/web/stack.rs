@@ -16,7 +16,7 @@ use super::around::AroundLayer;
 use super::drain::Draining;
 use super::{
     BODY_LIMIT_BYTES, InstanceName, access_log, edge_headers, error, fallbacks, in_flight, metrics,
-    request_id,
+    request_id, tls_only,
 };
 
 /// What the server serves: the router behind the middleware every request passes.
@@ -35,6 +35,7 @@ pub fn serve(
     request_timeout: Duration,
     max_in_flight: usize,
     draining: &Draining,
+    tls_only: bool,
 ) -> HttpService {
     let draining = draining.clone();
     let served_by = HeaderValue::from_str(instance.as_str())
@@ -46,6 +47,12 @@ pub fn serve(
         .layer(AroundLayer(request_id::RequestIds))
         .layer(AroundLayer(access_log::AccessLog))
         .map_response(edge_headers::stamp)
+        .option_layer(tls_only.then(|| {
+            ServiceBuilder::new()
+                .map_request(tls_only::cookies_in::<Body>)
+                .map_response(tls_only::cookies_out::<Body>)
+                .into_inner()
+        }))
         .layer(SetResponseHeaderLayer::overriding(
             HeaderName::from_static("x-served-by"),
             served_by,

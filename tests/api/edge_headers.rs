@@ -72,3 +72,65 @@ async fn every_answer_forbids_sniffing_framing_and_caching_and_the_docs_page_may
     assert_eq!(header(&docs, "x-content-type-options"), "nosniff");
     app.stop().await;
 }
+
+#[tokio::test]
+async fn a_site_served_over_tls_asks_for_tls_and_reads_only_host_only_secure_cookies() {
+    use crate::service::{cookie_value, post_form};
+    let tls = layout("[tenancy]\nsecure_cookies = true").await;
+    let app = TestApp::spawn(tls.settings(), "tls-only").await;
+    let key = create_key(&tls.settings(), "tls-corp").await;
+
+    let page = app.get("/signin").send().await.unwrap();
+    assert_eq!(
+        header(&page, "strict-transport-security"),
+        "max-age=31536000"
+    );
+    let set = header(&page, "set-cookie").to_owned();
+    assert!(
+        set.starts_with("__Host-csrf=") && set.contains("Secure") && set.contains("Path=/"),
+        "{set}"
+    );
+    let csrf = cookie_value(&page, "__Host-csrf").unwrap();
+    let fields = [
+        ("tenant", "tls-corp"),
+        ("key", key.as_str()),
+        ("csrf", &csrf),
+    ];
+
+    // The same token in a cookie without the prefix, which a plain-HTTP page or a sibling
+    // subdomain could have planted, is not read: the form is refused as cross-site.
+    let planted = post_form(&app, "/signin", &format!("csrf={csrf}"), &fields).await;
+    assert_eq!(planted.status(), 403);
+    assert_eq!(
+        header(&planted, "strict-transport-security"),
+        "max-age=31536000"
+    );
+
+    let signed_in = post_form(&app, "/signin", &format!("__Host-csrf={csrf}"), &fields).await;
+    assert_eq!(signed_in.status(), 303);
+    let session = cookie_value(&signed_in, "__Host-session").expect("a __Host- session");
+    let read = app
+        .get("/api/bookmarks")
+        .header("cookie", format!("__Host-session={session}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(read.status(), 200);
+    let unprefixed = app
+        .get("/api/bookmarks")
+        .header("cookie", format!("session={session}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        unprefixed.status(),
+        401,
+        "a session cookie without the prefix was read"
+    );
+
+    // Without TLS, plain names and no HSTS (a browser would drop `Secure` cookies on HTTP).
+    let plain = TestApp::spawn(layout("").await.settings(), "plain-http").await;
+    let page = plain.get("/signin").send().await.unwrap();
+    assert!(page.headers().get("strict-transport-security").is_none());
+    assert!(cookie_value(&page, "csrf").is_some());
+}
