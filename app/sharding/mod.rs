@@ -49,6 +49,7 @@ pub mod replicas;
 pub mod router;
 pub mod row_security;
 pub mod session;
+pub mod shard_error;
 pub mod shard_name;
 pub mod shard_set;
 pub mod slot;

@@ -2,6 +2,8 @@
 //! is on), replica monitor and HTTP listener. The server, the CLI and the tests all go
 //! through [`Application::build`]; [`state`] assembles the features' state and routes.
 
+mod guards;
+mod options;
 pub mod state;
 
 use std::collections::BTreeSet;
@@ -13,9 +15,8 @@ use std::time::Duration;
 use anyhow::Context;
 use tokio::net::TcpListener;
 
-use crate::admin::{self, AdminState, AdminToken, ControlDb};
+use crate::admin::{self, AdminState, ControlDb};
 use crate::changes::{self, purge::PurgeOptions};
-use crate::configuration::secret::{self, GeneratedSecret, Secret};
 use crate::configuration::{AuthMode, Settings};
 use crate::fairness::Fairness;
 use crate::jobs::worker::{self, JobCounts, JobWakeups, WorkerOptions};
@@ -32,101 +33,20 @@ use crate::sharding::replay::spawn_replay_pollers;
 use crate::sharding::replicas::ReplicaStates;
 use crate::sharding::{DirectoryRouter, PinRouter, ShardRouter, ShardSet};
 use crate::telemetry::MetricSource;
-use crate::tenancy::TenantHeader;
 use crate::tenancy::auth::Authenticator;
-use crate::tenancy::key_store::KeyStore;
-use crate::tenancy::session::Sessions;
 use crate::web::client_address::PeerAddress;
 use crate::web::drain::{ClosingListener, Draining};
 use crate::web::failed_credentials::FailedCredentials;
 use crate::web::health::{ProbeTiming, Readiness};
 use crate::web::metrics::{Metrics, ShardMetrics};
 use crate::web::{HttpService, InstanceName};
+pub use options::{DEFAULT_DRAIN, DEFAULT_MAX_IN_FLIGHT, DEFAULT_READY_MAX_AGE, ServeOptions};
 pub use state::{AppState, api_document};
-
-/// Far more than the pools can serve at once (each request beyond them waits in a pool's
-/// queue), and a bound on what a flood can pile up.
-pub const DEFAULT_MAX_IN_FLIGHT: usize = 1024;
-
-/// See [`ServeOptions::ready_max_age`]: a probe a second at most per replica, however
-/// often `/ready` is asked, and a state change shows within a second.
-pub const DEFAULT_READY_MAX_AGE: Duration = Duration::from_secs(1);
-
-/// See [`ServeOptions::drain`]: nginx's upstream `keepalive_timeout` is 2 s.
-pub const DEFAULT_DRAIN: Duration = Duration::from_secs(3);
 
 /// How long a stopping server waits, after closing its listener, for the connections it
 /// accepted to deliver their first bytes (a client that connected and sent nothing is then
 /// closed).
 const UNREAD_GRACE: Duration = Duration::from_secs(1);
-
-/// How the server is run (as opposed to what it talks to, which is [`Settings`]).
-#[derive(Debug, Clone)]
-pub struct ServeOptions {
-    /// Address to bind; port 0 picks a free port (tests).
-    pub bind: SocketAddr,
-    /// Returned as `X-Served-By`.
-    pub instance_name: String,
-    /// Apply pending migrations before serving.
-    pub migrate: bool,
-    /// Bound on one shard's part of a fan-out or a readiness probe.
-    pub shard_timeout: Duration,
-    /// How long a readiness probe's report answers `/ready` (0: every call probes).
-    pub ready_max_age: Duration,
-    /// Bound on a whole request, and on how long a stopping replica waits for the requests
-    /// it has.
-    pub request_timeout: Duration,
-    /// How long a stopping replica keeps serving, not ready and closing each connection
-    /// after its response, before it refuses new connections ([`crate::web::drain`]).
-    /// Longer than the proxy's upstream `keepalive_timeout` (nginx/default.conf).
-    pub drain: Duration,
-    /// Requests this process works on at once, at most; more are answered 503 at once.
-    pub max_in_flight: usize,
-    /// How often replica readiness is re-checked in the background.
-    pub replica_check_interval: Duration,
-    /// How often every database server's liveness is checked, so that a server that goes
-    /// silent opens its breaker even before a request is sent to it.
-    pub liveness_interval: Duration,
-    /// Mounts the admin page, for whoever presents this token (unset: no admin page).
-    pub admin_token: Secret<AdminToken>,
-    /// Signs the UI's session cookies; every replica behind one site needs the same. Unset:
-    /// a random secret of this process's own (sessions then work on this process only).
-    pub session_secret: Secret<Vec<u8>>,
-    /// Run the background work (a reindexer per shard, a job worker, the change feed's
-    /// purge) in this process.
-    pub background: bool,
-    pub reindex: ReindexOptions,
-    pub jobs: WorkerOptions,
-    /// Pause between the change feed's tombstone purges of one shard.
-    pub feed_purge_every: Duration,
-    /// Serve even when shard connections act as a superuser or a role that bypasses
-    /// row-level security (the tenant policies then hold nothing back).
-    pub allow_superuser: bool,
-}
-
-impl Default for ServeOptions {
-    fn default() -> Self {
-        Self {
-            bind: SocketAddr::from(([0, 0, 0, 0], 3000)),
-            instance_name: "bookmarks".to_owned(),
-            migrate: false,
-            shard_timeout: Duration::from_millis(1500),
-            ready_max_age: DEFAULT_READY_MAX_AGE,
-            request_timeout: Duration::from_secs(10),
-            drain: DEFAULT_DRAIN,
-            max_in_flight: DEFAULT_MAX_IN_FLIGHT,
-            replica_check_interval: Duration::from_secs(2),
-            liveness_interval: Duration::from_secs(1),
-            admin_token: Secret::Unset,
-            session_secret: Secret::Unset,
-            background: true,
-            reindex: ReindexOptions::default(),
-            jobs: WorkerOptions::default(),
-            feed_purge_every: Duration::from_secs(600),
-            allow_superuser: false,
-        }
-    }
-}
 
 pub struct Application {
     listener: TcpListener,
@@ -168,7 +88,7 @@ impl Application {
             migrate::run(&targets).await?;
         }
         let set = Arc::new(ShardSet::new(topology.clone())?);
-        refuse_privileged_roles(&set, options.allow_superuser).await?;
+        guards::refuse_privileged_roles(&set, options.allow_superuser).await?;
         let control = build_pool(
             &topology.control_url,
             topology.control_pool_size,
@@ -176,7 +96,7 @@ impl Application {
             "control",
             None,
         )?;
-        let (admin_token, session_secret) = secrets(&control, &options).await?;
+        let (admin_token, session_secret) = guards::secrets(&control, &options).await?;
         // One breaker for the control database, shared by everything the request path asks
         // there.
         let lookups = ControlLookups::new(control.clone(), topology.lookup_bounds());
@@ -188,7 +108,7 @@ impl Application {
         let directory = topology
             .directory_router
             .then(|| Arc::new(DirectoryRouter::with_lookups(lookups.clone(), &set)));
-        let authenticator = Arc::new(authenticator(
+        let authenticator = Arc::new(guards::authenticator(
             &settings,
             session_secret.as_deref(),
             lookups.clone(),
@@ -225,7 +145,7 @@ impl Application {
                 jobs.clone() as Arc<dyn MetricSource>,
                 Arc::new(fairness.clone()) as Arc<dyn MetricSource>,
             ],
-            sees_tenants(admin_token.clone()),
+            guards::sees_tenants(admin_token.clone()),
         );
         let admin = admin_token.map(|token| {
             AdminState::new(admin::Sources {
@@ -476,61 +396,6 @@ impl Application {
 /// moved range to its new owner from the start, and logs every difference from
 /// `autumn.toml`. If the control database cannot be read, the replica starts on the file's
 /// map (the shards refuse what it would misroute) and the reloader keeps trying.
-/// Refuses to serve when a reachable, migrated shard's connections act as a superuser or a
-/// role that bypasses row-level security, unless `allow` (then it says so loudly). A shard
-/// not yet migrated has no role to switch to: its readiness says it is not ready.
-async fn refuse_privileged_roles(set: &ShardSet, allow: bool) -> anyhow::Result<()> {
-    use crate::sharding::row_security::{APP_ROLE, acting};
-    for shard in set.iter() {
-        let asked = tokio::time::timeout(set.topology().connect_timeout * 2, async {
-            let mut conn = shard
-                .primary_pool()
-                .get()
-                .await
-                .map_err(|e| e.to_string())?;
-            acting(&mut conn).await.map_err(|e| e.to_string())
-        })
-        .await;
-        let acting = match asked {
-            Ok(Ok(acting)) => acting,
-            Ok(Err(e)) => {
-                tracing::warn!(shard = shard.name(), error = %e, "cannot check the role shard connections act as");
-                continue;
-            }
-            Err(_) => {
-                tracing::warn!(
-                    shard = shard.name(),
-                    "cannot check the role shard connections act as: no answer"
-                );
-                continue;
-            }
-        };
-        if !acting.privileged {
-            continue;
-        }
-        if !acting.app_role_exists {
-            tracing::warn!(
-                shard = shard.name(),
-                "the shard is not migrated: its connections act as the login's role until it is and this server restarts"
-            );
-        } else if allow {
-            tracing::error!(
-                shard = shard.name(),
-                "--allow-superuser: shard connections act as a superuser or a role that bypasses row-level security; \
-                 tenant isolation rests on every query's own filter"
-            );
-        } else {
-            anyhow::bail!(
-                "shard {}: connections act as a superuser or a role that bypasses row-level security, \
-                 so the shard's tenant policies would hold nothing back; the login in its URL must be \
-                 able to SET ROLE {APP_ROLE} and must not be a superuser, or pass --allow-superuser",
-                shard.name()
-            );
-        }
-    }
-    Ok(())
-}
-
 async fn load_slot_map(set: &ShardSet, lookups: &ControlLookups) {
     let topology = set.topology();
     if set.slot_map().reload(topology, lookups).await.is_err() {
@@ -547,87 +412,4 @@ async fn load_slot_map(set: &ShardSet, lookups: &ControlLookups) {
              slots compact`"
         );
     }
-}
-
-/// How this process checks who may act as a tenant (`[tenancy] auth`).
-fn authenticator(
-    settings: &Settings,
-    session_secret: Option<&[u8]>,
-    lookups: ControlLookups,
-) -> anyhow::Result<Authenticator> {
-    let tenancy = &settings.tenancy;
-    let sessions = match session_secret {
-        Some(secret) => Sessions::new(secret, tenancy.session_ttl, tenancy.secure_cookies)?,
-        None => {
-            if tenancy.auth == AuthMode::ApiKey {
-                tracing::warn!(
-                    "SESSION_SECRET is not set: the UI's sessions are signed with a secret of \
-                     this process's own, so they end when it restarts and work on no other \
-                     replica; set the same SESSION_SECRET on every replica"
-                );
-            }
-            Sessions::ephemeral(tenancy.session_ttl, tenancy.secure_cookies)
-        }
-    };
-    if tenancy.auth == AuthMode::TrustedHeader {
-        tracing::warn!(
-            header = %tenancy.header,
-            "[tenancy] auth = \"trusted_header\": whoever can reach this server can act as \
-             any tenant by naming it in the header; run it only behind a gateway that \
-             authenticates every request, removes any such header a client sent and sets its own"
-        );
-    }
-    let keys = Arc::new(KeyStore::new(lookups, tenancy.key_cache_ttl));
-    Ok(Authenticator::new(
-        tenancy.auth,
-        TenantHeader::new(&tenancy.header),
-        keys,
-        sessions,
-    ))
-}
-
-/// The admin token and the session secret, the generated ones read from the control
-/// database (which `migrate` has just prepared, if this server was told to migrate).
-async fn secrets(
-    control: &PgPool,
-    options: &ServeOptions,
-) -> anyhow::Result<(Option<AdminToken>, Option<Vec<u8>>)> {
-    let wants_generated = matches!(options.admin_token, Secret::Generated)
-        || matches!(options.session_secret, Secret::Generated);
-    let mut conn = match wants_generated {
-        true => Some(
-            control
-                .get()
-                .await
-                .context("cannot reach the control database for the generated secrets")?,
-        ),
-        false => None,
-    };
-    let mut generated = async |secret| -> anyhow::Result<String> {
-        let conn = conn.as_mut().expect("connected when a secret is generated");
-        Ok(secret::generated(conn, secret).await?)
-    };
-    let admin_token = match &options.admin_token {
-        Secret::Unset => None,
-        Secret::Given(token) => Some(token.clone()),
-        Secret::Generated => Some(AdminToken::parse(
-            &generated(GeneratedSecret::AdminToken).await?,
-        )?),
-    };
-    let session_secret = match &options.session_secret {
-        Secret::Unset => None,
-        Secret::Given(secret) => Some(secret.clone()),
-        Secret::Generated => Some(
-            generated(GeneratedSecret::SessionSecret)
-                .await?
-                .into_bytes(),
-        ),
-    };
-    Ok((admin_token, session_secret))
-}
-
-/// Series that name tenants go only to a scrape presenting the admin token (`Authorization:
-/// Bearer`); without an admin token, to nobody.
-fn sees_tenants(token: Option<AdminToken>) -> crate::web::metrics::SeesTenants {
-    Arc::new(move |headers| token.as_ref().is_some_and(|t| t.presented_in(headers)))
 }

@@ -6,20 +6,25 @@
 //! client has taken the last one.
 
 use std::collections::{HashMap, VecDeque};
-use std::fmt::Write as _;
 use std::io;
 
 use axum::body::{Body, Bytes};
 use axum::extract::FromRef;
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
-use chrono::{DateTime, SecondsFormat, Utc};
+use chrono::{DateTime, Utc};
 use futures::{Stream, stream};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 use uuid::Uuid;
+
+mod netscape;
+mod steps;
+
+use netscape::{NETSCAPE_TAIL, netscape_folder, netscape_head, netscape_rows};
+use steps::{Step, netscape_steps};
 
 use super::api::TAG;
 use super::model::Bookmark;
@@ -163,47 +168,6 @@ fn tree_order(all: Vec<Collection>) -> Vec<(Collection, usize)> {
     out
 }
 
-/// One piece of the export to write, in order.
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Step {
-    /// A folder opens (Netscape): its heading, at `depth` folders deep.
-    Open {
-        name: String,
-        created_at: DateTime<Utc>,
-        updated_at: DateTime<Utc>,
-        depth: usize,
-    },
-    /// The bookmarks `Filed` so, a page at a time, inside `depth` folders.
-    Rows(Filed, usize),
-    /// A folder closes.
-    Close { depth: usize },
-}
-
-/// The Netscape file's steps: the loose bookmarks, then each folder with its bookmarks and
-/// the folders nested in it.
-fn netscape_steps(tree: Vec<(Collection, usize)>) -> VecDeque<Step> {
-    let mut steps = VecDeque::from([Step::Rows(Filed::Loose, 0)]);
-    let mut open: Vec<usize> = Vec::new();
-    for (c, depth) in tree {
-        while open.last().is_some_and(|d| *d >= depth) {
-            let depth = open.pop().expect("checked");
-            steps.push_back(Step::Close { depth });
-        }
-        steps.push_back(Step::Open {
-            name: c.name,
-            created_at: c.created_at,
-            updated_at: c.updated_at,
-            depth,
-        });
-        steps.push_back(Step::Rows(Filed::In(c.id), depth + 1));
-        open.push(depth);
-    }
-    while let Some(depth) = open.pop() {
-        steps.push_back(Step::Close { depth });
-    }
-    steps
-}
-
 /// The export's session: its snapshot is open until the last page has been read.
 struct Reader {
     db: ShardedReadDb,
@@ -338,95 +302,6 @@ fn json_rows(first: &mut bool, rows: &[Bookmark]) -> String {
             out.push(',');
         }
         out.push_str(&serde_json::to_string(b).expect("a bookmark serializes"));
-    }
-    out
-}
-
-fn netscape_head(tenant: &TenantId, exported_at: DateTime<Utc>) -> String {
-    format!(
-        "<!DOCTYPE NETSCAPE-Bookmark-file-1>\n\
-         <!-- Exported from bookmarks-sharded: tenant {}, {}. -->\n\
-         <META HTTP-EQUIV=\"Content-Type\" CONTENT=\"text/html; charset=UTF-8\">\n\
-         <TITLE>Bookmarks</TITLE>\n<H1>Bookmarks</H1>\n<DL><p>\n",
-        tenant.as_str(),
-        exported_at.to_rfc3339_opts(SecondsFormat::Secs, true)
-    )
-}
-
-const NETSCAPE_TAIL: &str = "</DL><p>\n";
-
-fn indent(depth: usize) -> String {
-    "    ".repeat(depth + 1)
-}
-
-fn netscape_folder(step: &Step) -> String {
-    match step {
-        Step::Open {
-            name,
-            created_at,
-            updated_at,
-            depth,
-        } => {
-            let pad = indent(*depth);
-            format!(
-                "{pad}<DT><H3 ADD_DATE=\"{}\" LAST_MODIFIED=\"{}\">{}</H3>\n{pad}<DL><p>\n",
-                created_at.timestamp(),
-                updated_at.timestamp(),
-                escape(name)
-            )
-        }
-        Step::Close { depth } => format!("{}</DL><p>\n", indent(*depth)),
-        Step::Rows(..) => String::new(),
-    }
-}
-
-/// Bookmarks as `<DT><A …>` lines (and `<DD>` notes). Tags go in `TAGS`, as browsers and
-/// bookmark managers write them; unread is `TOREAD="1"` as Pinboard writes it; archived
-/// and favourite have no common attribute, so they are written as `ARCHIVED` and
-/// `FAVORITE` for this service to read back.
-fn netscape_rows(rows: &[Bookmark], depth: usize) -> String {
-    let pad = indent(depth);
-    let mut out = String::with_capacity(rows.len() * 300);
-    for b in rows {
-        let _ = write!(
-            out,
-            "{pad}<DT><A HREF=\"{}\" ADD_DATE=\"{}\" LAST_MODIFIED=\"{}\"",
-            escape(&b.url),
-            b.created_at.timestamp(),
-            b.updated_at.timestamp()
-        );
-        if !b.tags.is_empty() {
-            let _ = write!(out, " TAGS=\"{}\"", escape(&b.tags.join(",")));
-        }
-        for (on, attribute) in [
-            (b.unread, "TOREAD"),
-            (b.archived, "ARCHIVED"),
-            (b.favorite, "FAVORITE"),
-        ] {
-            if on {
-                let _ = write!(out, " {attribute}=\"1\"");
-            }
-        }
-        let _ = writeln!(out, ">{}</A>", escape(&b.title));
-        if !b.notes.is_empty() {
-            let _ = writeln!(out, "{pad}<DD>{}", escape(&b.notes));
-        }
-    }
-    out
-}
-
-/// Text as HTML text or an attribute value.
-fn escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
     }
     out
 }

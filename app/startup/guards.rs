@@ -1,0 +1,157 @@
+//! What a server must be sure of before it serves: that tenant isolation holds on every
+//! shard it reaches, and which secrets it signs and checks with (the generated ones read from
+//! the control database).
+
+use std::sync::Arc;
+
+use anyhow::Context;
+
+use super::options::ServeOptions;
+use crate::admin::AdminToken;
+use crate::configuration::secret::{self, GeneratedSecret, Secret};
+use crate::configuration::{AuthMode, Settings};
+use crate::pg::control::ControlLookups;
+use crate::pg::pool::PgPool;
+use crate::sharding::ShardSet;
+use crate::tenancy::TenantHeader;
+use crate::tenancy::auth::Authenticator;
+use crate::tenancy::key_store::KeyStore;
+use crate::tenancy::session::Sessions;
+
+/// Refuses to serve when a reachable, migrated shard's connections act as a superuser or a
+/// role that bypasses row-level security, unless `allow` (then it says so loudly). A shard
+/// not yet migrated has no role to switch to: its readiness says it is not ready.
+pub(super) async fn refuse_privileged_roles(set: &ShardSet, allow: bool) -> anyhow::Result<()> {
+    use crate::sharding::row_security::{APP_ROLE, acting};
+    for shard in set.iter() {
+        let asked = tokio::time::timeout(set.topology().connect_timeout * 2, async {
+            let mut conn = shard
+                .primary_pool()
+                .get()
+                .await
+                .map_err(|e| e.to_string())?;
+            acting(&mut conn).await.map_err(|e| e.to_string())
+        })
+        .await;
+        let acting = match asked {
+            Ok(Ok(acting)) => acting,
+            Ok(Err(e)) => {
+                tracing::warn!(shard = shard.name(), error = %e, "cannot check the role shard connections act as");
+                continue;
+            }
+            Err(_) => {
+                tracing::warn!(
+                    shard = shard.name(),
+                    "cannot check the role shard connections act as: no answer"
+                );
+                continue;
+            }
+        };
+        if !acting.privileged {
+            continue;
+        }
+        if !acting.app_role_exists {
+            tracing::warn!(
+                shard = shard.name(),
+                "the shard is not migrated: its connections act as the login's role until it is and this server restarts"
+            );
+        } else if allow {
+            tracing::error!(
+                shard = shard.name(),
+                "--allow-superuser: shard connections act as a superuser or a role that bypasses row-level security; \
+                 tenant isolation rests on every query's own filter"
+            );
+        } else {
+            anyhow::bail!(
+                "shard {}: connections act as a superuser or a role that bypasses row-level security, \
+                 so the shard's tenant policies would hold nothing back; the login in its URL must be \
+                 able to SET ROLE {APP_ROLE} and must not be a superuser, or pass --allow-superuser",
+                shard.name()
+            );
+        }
+    }
+    Ok(())
+}
+
+/// How this process checks who may act as a tenant (`[tenancy] auth`).
+pub(super) fn authenticator(
+    settings: &Settings,
+    session_secret: Option<&[u8]>,
+    lookups: ControlLookups,
+) -> anyhow::Result<Authenticator> {
+    let tenancy = &settings.tenancy;
+    let sessions = match session_secret {
+        Some(secret) => Sessions::new(secret, tenancy.session_ttl, tenancy.secure_cookies)?,
+        None => {
+            if tenancy.auth == AuthMode::ApiKey {
+                tracing::warn!(
+                    "SESSION_SECRET is not set: the UI's sessions are signed with a secret of \
+                     this process's own, so they end when it restarts and work on no other \
+                     replica; set the same SESSION_SECRET on every replica"
+                );
+            }
+            Sessions::ephemeral(tenancy.session_ttl, tenancy.secure_cookies)
+        }
+    };
+    if tenancy.auth == AuthMode::TrustedHeader {
+        tracing::warn!(
+            header = %tenancy.header,
+            "[tenancy] auth = \"trusted_header\": whoever can reach this server can act as \
+             any tenant by naming it in the header; run it only behind a gateway that \
+             authenticates every request, removes any such header a client sent and sets its own"
+        );
+    }
+    let keys = Arc::new(KeyStore::new(lookups, tenancy.key_cache_ttl));
+    Ok(Authenticator::new(
+        tenancy.auth,
+        TenantHeader::new(&tenancy.header),
+        keys,
+        sessions,
+    ))
+}
+
+/// The admin token and the session secret, the generated ones read from the control
+/// database (which `migrate` has just prepared, if this server was told to migrate).
+pub(super) async fn secrets(
+    control: &PgPool,
+    options: &ServeOptions,
+) -> anyhow::Result<(Option<AdminToken>, Option<Vec<u8>>)> {
+    let wants_generated = matches!(options.admin_token, Secret::Generated)
+        || matches!(options.session_secret, Secret::Generated);
+    let mut conn = match wants_generated {
+        true => Some(
+            control
+                .get()
+                .await
+                .context("cannot reach the control database for the generated secrets")?,
+        ),
+        false => None,
+    };
+    let mut generated = async |secret| -> anyhow::Result<String> {
+        let conn = conn.as_mut().expect("connected when a secret is generated");
+        Ok(secret::generated(conn, secret).await?)
+    };
+    let admin_token = match &options.admin_token {
+        Secret::Unset => None,
+        Secret::Given(token) => Some(token.clone()),
+        Secret::Generated => Some(AdminToken::parse(
+            &generated(GeneratedSecret::AdminToken).await?,
+        )?),
+    };
+    let session_secret = match &options.session_secret {
+        Secret::Unset => None,
+        Secret::Given(secret) => Some(secret.clone()),
+        Secret::Generated => Some(
+            generated(GeneratedSecret::SessionSecret)
+                .await?
+                .into_bytes(),
+        ),
+    };
+    Ok((admin_token, session_secret))
+}
+
+/// Series that name tenants go only to a scrape presenting the admin token (`Authorization:
+/// Bearer`); without an admin token, to nobody.
+pub(super) fn sees_tenants(token: Option<AdminToken>) -> crate::web::metrics::SeesTenants {
+    Arc::new(move |headers| token.as_ref().is_some_and(|t| t.presented_in(headers)))
+}
