@@ -48,6 +48,8 @@ enum OverrideError {
     NotWholeNumber(String),
     #[error("{0:?} is not true or false")]
     NotBoolean(String),
+    #[error("{0:?} is not a number")]
+    NotNumber(String),
     #[error("{0} is not a table")]
     NotTable(String),
     #[error("{0:?} is not a list position")]
@@ -70,15 +72,26 @@ fn typed_value(field: &str, raw: &str) -> Result<Value, OverrideError> {
         )),
         f if f.ends_with("pool_size")
             || f.ends_with("_ms")
+            || f.ends_with("_minutes")
+            || f.ends_with("_days")
             || f == "max_in_flight_per_tenant"
-            || f == "failed_credentials_per_minute" =>
+            || f == "failed_credentials_per_minute"
+            || f == "move_wait_max" =>
         {
             raw.trim()
                 .parse::<u32>()
                 .map(|n| Value::Integer(i64::from(n)))
                 .map_err(|_| OverrideError::NotWholeNumber(raw.to_owned()))
         }
-        "enabled" | "directory_router" => match raw.trim() {
+        // `[imports] rest`, seconds.
+        "rest" => raw
+            .trim()
+            .parse::<f64>()
+            .ok()
+            .filter(|n| n.is_finite())
+            .map(Value::Float)
+            .ok_or_else(|| OverrideError::NotNumber(raw.to_owned())),
+        "enabled" | "directory_router" | "secure_cookies" => match raw.trim() {
             "true" | "1" => Ok(Value::Boolean(true)),
             "false" | "0" => Ok(Value::Boolean(false)),
             _ => Err(OverrideError::NotBoolean(raw.to_owned())),

@@ -590,3 +590,35 @@ fn the_per_tenant_bulkhead_defaults_high_and_refuses_zero() {
         "{zero:?}"
     );
 }
+
+#[test]
+fn every_setting_that_is_not_text_can_be_overridden_from_the_environment() {
+    let base = format!("{CONTROL}{}", shard("shard0", None));
+    let s = load_env(
+        &base,
+        &[
+            ("AUTUMN_TENANCY__SECURE_COOKIES", "true"),
+            ("AUTUMN_TENANCY__SESSION_TTL_MINUTES", "30"),
+            ("AUTUMN_CHANGES__TOMBSTONE_RETENTION_DAYS", "2"),
+            ("AUTUMN_IMPORTS__REST", "0.25"),
+            ("AUTUMN_SHARDING__MOVE_WAIT_MAX", "7"),
+        ],
+    )
+    .unwrap();
+    assert!(s.tenancy.secure_cookies);
+    assert_eq!(
+        s.tenancy.session_ttl,
+        std::time::Duration::from_secs(30 * 60)
+    );
+    assert_eq!(
+        s.changes.tombstone_retention,
+        std::time::Duration::from_secs(2 * 86_400)
+    );
+    assert_eq!(s.imports.rest, 0.25);
+    assert_eq!(s.topology.move_wait.max, 7);
+    let refused = load_env(&base, &[("AUTUMN_IMPORTS__REST", "soon")]).unwrap_err();
+    assert_eq!(
+        refused.problems,
+        vec![r#"AUTUMN_IMPORTS__REST: "soon" is not a number"#]
+    );
+}
