@@ -18,6 +18,9 @@ pub const DEFAULT_PRIMARY_POOL_SIZE: u32 = 8;
 pub const DEFAULT_REPLICA_POOL_SIZE: u32 = 4;
 const DEFAULT_CONNECT_TIMEOUT_MS: u64 = 2_000;
 const DEFAULT_ACQUIRE_TIMEOUT_MS: u64 = 3_000;
+/// A minute: a shard this process stopped serving gives its connections back to its server
+/// soon, and one it serves now and then keeps one warm.
+const DEFAULT_POOL_IDLE_TIMEOUT_MS: u64 = 60_000;
 /// Well under the server's 10 s request timeout, and above the liveness monitor's 1 s
 /// interval, so that a live server always answers a check within one deadline.
 const DEFAULT_QUERY_TIMEOUT_MS: u64 = 2_000;
@@ -82,6 +85,12 @@ pub fn topology(db: &RawDatabase, sharding: &RawSharding) -> Result<Topology, Ve
         "[database] acquire_timeout_ms",
         db.acquire_timeout_ms,
         DEFAULT_ACQUIRE_TIMEOUT_MS,
+        &mut problems,
+    );
+    let pool_idle_timeout = timeout(
+        "[database] pool_idle_timeout_ms",
+        db.pool_idle_timeout_ms,
+        DEFAULT_POOL_IDLE_TIMEOUT_MS,
         &mut problems,
     );
     let query_timeout = timeout(
@@ -227,6 +236,7 @@ pub fn topology(db: &RawDatabase, sharding: &RawSharding) -> Result<Topology, Ve
         acquire_timeout,
         query_timeout,
         statement_timeout,
+        pool_idle_timeout,
         shards: specs,
         owner,
         pins,

@@ -105,6 +105,24 @@ pub struct PoolBuildError {
     pub message: String,
 }
 
+/// Closes, every so often, the connections of `pools` that have sat unused for `idle`: a
+/// pool grows to what its busiest moment needed, and without this it would keep that many
+/// connections open on its server for good, for every shard, whether this process still
+/// serves the shard or not. A connection in use is not in the pool and is never closed here.
+pub fn spawn_idle_reaper(pools: Vec<PgPool>, idle: Duration) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval((idle / 2).max(Duration::from_millis(50)));
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            for pool in &pools {
+                // Dropping what it removed closes those connections.
+                drop(pool.retain(|_, used| used.last_used() < idle));
+            }
+        }
+    })
+}
+
 /// A lazily connecting pool whose every wait is bounded, so a dead server costs a request
 /// `connect_timeout` rather than the operating system's TCP timeout.
 ///

@@ -82,6 +82,8 @@ pub struct Topology {
     pub acquire_timeout: Duration,
     pub query_timeout: Duration,
     pub statement_timeout: Duration,
+    /// How long a pooled connection may sit unused before it is closed.
+    pub pool_idle_timeout: Duration,
     pub shards: Vec<ShardSpec>,
     /// `owner[slot]` is the index into `shards` of the slot's owner.
     pub(crate) owner: Box<[u16]>,

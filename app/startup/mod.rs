@@ -24,7 +24,7 @@ use crate::migrate::{self, Kind, TargetFilter};
 use crate::pg::breaker::spawn_liveness_monitor;
 use crate::pg::control::ControlLookups;
 use crate::pg::listener::{self, Invalidated};
-use crate::pg::pool::{PgPool, build_pool};
+use crate::pg::pool::{PgPool, build_pool, spawn_idle_reaper};
 use crate::search::reindexer::{self, IndexStates, ReindexOptions};
 use crate::sharding::access::Shards;
 use crate::sharding::cross_shard::CrossShard;
@@ -242,17 +242,23 @@ impl Application {
         &self.state
     }
 
-    /// Starts what runs beside the requests: the replay pollers, the replica and liveness
-    /// monitors, the metrics
-    /// upkeep, the directory listener (with directory routing), and when enabled the
+    /// Starts what runs beside the requests: the replay pollers, the idle pools' reaper, the
+    /// replica and liveness monitors, the metrics upkeep, the directory listener (with directory routing), and when enabled the
     /// reindexers and the job worker. They run until aborted.
     fn spawn_tasks(&self) -> Vec<tokio::task::JoinHandle<()>> {
         let b = &self.background;
         let (set, replicas) = b.shards.shared();
         let breakers = b.metrics.breakers().into_iter();
         let breakers = breakers.map(|(_, breaker)| Arc::clone(breaker)).collect();
+        let mut pools = vec![b.control.clone()];
+        for shard in set.iter() {
+            pools.push(shard.primary_pool().clone());
+            pools.extend(shard.replica_pool().cloned());
+        }
+        let idle = set.topology().pool_idle_timeout;
         let mut tasks = spawn_replay_pollers(Arc::clone(&set), Arc::clone(&replicas));
         tasks.extend([
+            spawn_idle_reaper(pools, idle),
             spawn_replica_monitor(
                 set,
                 replicas,

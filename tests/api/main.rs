@@ -27,6 +27,7 @@ mod moves;
 mod openapi;
 mod outages;
 mod partitions;
+mod pools;
 mod range_moves;
 mod replica_reads;
 mod row_security;
