@@ -9,14 +9,7 @@ use serde_json::json;
 
 /// The open connections of a shard's primary pool, as `/metrics` reports them.
 async fn pool_size(app: &TestApp, shard: &str) -> usize {
-    let text = app
-        .get("/metrics")
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let text = app.metrics_text().await;
     let series = format!(r#"db_pool_connections{{shard="{shard}",role="primary",state="size"}} "#);
     text.lines()
         .find_map(|l| l.strip_prefix(&series))
