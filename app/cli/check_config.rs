@@ -1,22 +1,65 @@
 //! `bookmarks check-config`: validates the topology and prints the slot map and the
-//! connection budget; with directory routing on, it also asks the control database (briefly)
-//! how the live slot map differs from the file, and says so if it cannot.
+//! connection budget, per server checked against what the server allows when it answers
+//! (exit 2 when it cannot hold them); with directory routing on, it also asks the control
+//! database (briefly) how the live slot map differs from the file, and says so if it cannot.
 
 use std::process::ExitCode;
 
 use crate::configuration::Settings;
+use crate::sharding::budget::{self, ServerBudget, Verdict};
 use crate::sharding::slot_range::display_ranges;
 
 pub async fn run(settings: &Settings) -> ExitCode {
     print!("{}", render(settings));
     let topology = &settings.topology;
+    let checked = budget::check_servers(topology, topology.connect_timeout).await;
+    print!("{}", render_budget(topology.processes, &checked));
     if topology.directory_router {
         match super::slots::effective(topology).await {
             Ok(owners) => print!("{}", super::slots::describe_drift(topology, &owners)),
             Err(cause) => println!("live slot map: not checked (control database: {cause})"),
         }
     }
-    ExitCode::SUCCESS
+    let over: Vec<_> = checked
+        .iter()
+        .filter_map(|(_, v)| match v {
+            Verdict::Over(over) => Some(over),
+            _ => None,
+        })
+        .collect();
+    if over.is_empty() {
+        return ExitCode::SUCCESS;
+    }
+    for o in over {
+        eprintln!("error: connection budget: {o}");
+    }
+    ExitCode::from(super::exit::EXIT_CONFIG)
+}
+
+/// Each server's connection budget, and what the server said of it.
+pub fn render_budget(processes: u32, checked: &[(ServerBudget, Verdict)]) -> String {
+    let mut out = format!(
+        "\nconnections per server (per process, × {processes} processes: [database] processes):\n"
+    );
+    for (b, verdict) in checked {
+        let said = match verdict {
+            Verdict::Fits(limit) => format!(
+                "fits in {} of max_connections {}",
+                budget::available(*limit),
+                limit.max_connections
+            ),
+            Verdict::Over(over) => format!("OVER: the server allows {}", over.available),
+            Verdict::NotAsked(cause) => format!("server not asked ({cause})"),
+        };
+        out += &format!(
+            "  {}: {} ({}) × {processes} = {}; {said}\n",
+            b.server,
+            b.per_process,
+            b.uses.join(", "),
+            b.per_process * processes
+        );
+    }
+    out
 }
 
 /// The report printed on success.

@@ -21,6 +21,8 @@ const DEFAULT_ACQUIRE_TIMEOUT_MS: u64 = 3_000;
 /// A minute: a shard this process stopped serving gives its connections back to its server
 /// soon, and one it serves now and then keeps one warm.
 const DEFAULT_POOL_IDLE_TIMEOUT_MS: u64 = 60_000;
+/// The compose stack's: two web replicas and a worker.
+const DEFAULT_PROCESSES: u32 = 3;
 /// Well under the server's 10 s request timeout, and above the liveness monitor's 1 s
 /// interval, so that a live server always answers a check within one deadline.
 const DEFAULT_QUERY_TIMEOUT_MS: u64 = 2_000;
@@ -93,6 +95,14 @@ pub fn topology(db: &RawDatabase, sharding: &RawSharding) -> Result<Topology, Ve
         DEFAULT_POOL_IDLE_TIMEOUT_MS,
         &mut problems,
     );
+    let processes = match db.processes {
+        Some(0) => {
+            problems.push("[database] processes is 0; it must be at least 1".to_owned());
+            DEFAULT_PROCESSES
+        }
+        Some(n) => n,
+        None => DEFAULT_PROCESSES,
+    };
     let query_timeout = timeout(
         "[database] query_timeout_ms",
         db.query_timeout_ms,
@@ -237,6 +247,7 @@ pub fn topology(db: &RawDatabase, sharding: &RawSharding) -> Result<Topology, Ve
         query_timeout,
         statement_timeout,
         pool_idle_timeout,
+        processes,
         shards: specs,
         owner,
         pins,

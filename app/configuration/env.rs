@@ -76,7 +76,8 @@ fn typed_value(field: &str, raw: &str) -> Result<Value, OverrideError> {
             || f.ends_with("_days")
             || f == "max_in_flight_per_tenant"
             || f == "failed_credentials_per_minute"
-            || f == "move_wait_max" =>
+            || f == "move_wait_max"
+            || f == "processes" =>
         {
             raw.trim()
                 .parse::<u32>()

@@ -25,6 +25,8 @@ pub struct RawDatabase {
     pub acquire_timeout_ms: Option<u64>,
     /// How long a pooled connection may sit unused before it is closed.
     pub pool_idle_timeout_ms: Option<u64>,
+    /// How many app processes (web replicas and workers) share these servers.
+    pub processes: Option<u32>,
     /// How long a request-path statement may wait while its server answers nothing at all
     /// before the server counts as silent (the statement is abandoned, its connection
     /// discarded and the breaker opened). A slow statement on a server that keeps

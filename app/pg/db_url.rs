@@ -107,6 +107,11 @@ impl DbUrl {
         self.0.host_str().unwrap_or_default()
     }
 
+    /// `host:port`: the server, whatever the database.
+    pub fn server(&self) -> String {
+        format!("{}:{}", self.host(), self.0.port().unwrap_or(5432))
+    }
+
     /// `host:port/database`: enough to tell servers apart in a table or a log line.
     pub fn short(&self) -> String {
         let port = self.0.port().unwrap_or(5432);

@@ -21,6 +21,7 @@ pub mod control;
 pub mod db_url;
 pub mod deadline;
 pub mod health;
+pub mod limits;
 pub mod listener;
 pub mod pool;
 pub mod quote;

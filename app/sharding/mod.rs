@@ -39,6 +39,7 @@
 
 pub mod access;
 pub mod arrivals;
+pub mod budget;
 pub mod consistency;
 pub mod cross_shard;
 pub mod directory;

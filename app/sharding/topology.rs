@@ -84,6 +84,8 @@ pub struct Topology {
     pub statement_timeout: Duration,
     /// How long a pooled connection may sit unused before it is closed.
     pub pool_idle_timeout: Duration,
+    /// How many app processes share these servers: the connection budget's multiplier.
+    pub processes: u32,
     pub shards: Vec<ShardSpec>,
     /// `owner[slot]` is the index into `shards` of the slot's owner.
     pub(crate) owner: Box<[u16]>,

@@ -12,7 +12,8 @@ use crate::configuration::secret::{self, GeneratedSecret, Secret};
 use crate::configuration::{AuthMode, Settings};
 use crate::pg::control::ControlLookups;
 use crate::pg::pool::PgPool;
-use crate::sharding::ShardSet;
+use crate::sharding::budget::{self, Verdict};
+use crate::sharding::{ShardSet, Topology};
 use crate::tenancy::TenantHeader;
 use crate::tenancy::auth::Authenticator;
 use crate::tenancy::key_store::KeyStore;
@@ -69,6 +70,40 @@ pub(super) async fn refuse_privileged_roles(set: &ShardSet, allow: bool) -> anyh
                 shard.name()
             );
         }
+    }
+    Ok(())
+}
+
+/// Logs each server's connection budget and refuses to serve when a server that answers
+/// cannot hold what `[database] processes` processes may open on it (a server that does not
+/// answer is not judged: its readiness says it is down).
+pub(super) async fn refuse_over_budget(topology: &Topology) -> anyhow::Result<()> {
+    let checked = budget::check_servers(topology, topology.connect_timeout).await;
+    let mut over = Vec::new();
+    for (b, verdict) in checked {
+        let total = b.per_process * topology.processes;
+        match verdict {
+            Verdict::Fits(limit) => tracing::info!(
+                server = %b.server,
+                per_process = b.per_process,
+                processes = topology.processes,
+                total,
+                max_connections = limit.max_connections,
+                uses = %b.uses.join(", "),
+                "connection budget"
+            ),
+            Verdict::NotAsked(cause) => tracing::info!(
+                server = %b.server,
+                per_process = b.per_process,
+                total,
+                cause = %cause,
+                "connection budget (server not asked)"
+            ),
+            Verdict::Over(o) => over.push(o.to_string()),
+        }
+    }
+    if !over.is_empty() {
+        anyhow::bail!("connection budget: {}", over.join("; "));
     }
     Ok(())
 }

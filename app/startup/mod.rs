@@ -89,6 +89,7 @@ impl Application {
         }
         let set = Arc::new(ShardSet::new(topology.clone())?);
         guards::refuse_privileged_roles(&set, options.allow_superuser).await?;
+        guards::refuse_over_budget(&topology).await?;
         let control = build_pool(
             &topology.control_url,
             topology.control_pool_size,

@@ -1,6 +1,7 @@
-//! Pools give their connections back: one unused for `[database] pool_idle_timeout_ms` is
-//! closed, so a replica holds connections for the shards it serves now, not as many as its
-//! busiest moment needed on every shard it ever served.
+//! Connections are budgeted: one unused for `[database] pool_idle_timeout_ms` is closed, so
+//! a replica holds connections for the shards it serves now, not as many as its busiest
+//! moment needed on every shard it ever served; and a topology whose processes could open
+//! more than a server allows is refused before it serves.
 
 use std::time::Duration;
 
@@ -44,4 +45,37 @@ async fn a_shard_pool_left_idle_closes_its_connections() {
     // And the next request opens one again.
     let res = app.get_as("/api/bookmarks", "idle-corp").await;
     assert_eq!(res.status(), 200);
+}
+
+#[tokio::test]
+async fn a_topology_whose_processes_would_exhaust_a_server_is_refused_with_the_numbers() {
+    // 100 processes × (8 + sessions) connections on each shard server: far over its 300.
+    let layout = layout("processes = 100").await;
+    let refused = match bookmarks_sharded::startup::Application::build(
+        layout.settings(),
+        test_options("over-budget"),
+    )
+    .await
+    {
+        Ok(_) => panic!("a server started over its connection budget"),
+        Err(e) => format!("{e:#}"),
+    };
+    assert!(
+        refused.contains("100 processes ×") && refused.contains("max_connections"),
+        "{refused}"
+    );
+
+    let out = bookmarks_cli(&layout, &["check-config"]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(said.contains("OVER: the server allows 292"), "{said}");
+    let mut three = layout.clone();
+    three.extra = "processes = 3".to_owned();
+    let fits = bookmarks_cli(&three, &["check-config"]);
+    assert!(fits.status.success(), "{fits:?}");
+    let said = String::from_utf8_lossy(&fits.stdout);
+    assert!(
+        said.contains("fits in 292 of max_connections 300"),
+        "{said}"
+    );
 }
