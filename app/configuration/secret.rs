@@ -3,7 +3,7 @@
 //! stack has secrets of its own and none is published in the repository.
 
 use diesel::QueryableByName;
-use diesel::sql_types::Text;
+use diesel::sql_types::{Bool, Text};
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
 
 /// The value that asks for the control database's generated secret
@@ -66,6 +66,12 @@ pub enum GeneratedSecretError {
 }
 
 #[derive(QueryableByName)]
+struct Made {
+    #[diesel(sql_type = Bool)]
+    made: bool,
+}
+
+#[derive(QueryableByName)]
 struct Row {
     #[diesel(sql_type = Text)]
     value: String,
@@ -77,24 +83,23 @@ pub async fn generated(
     secret: GeneratedSecret,
 ) -> Result<String, GeneratedSecretError> {
     let name = secret.name();
-    let rows: Result<Vec<Row>, _> =
-        diesel::sql_query("SELECT value FROM _autumn_secrets WHERE name = $1")
-            .bind::<Text, _>(name)
-            .load(control)
-            .await;
-    match rows {
-        Ok(rows) => rows
-            .into_iter()
-            .next()
-            .map(|r| r.value)
-            .ok_or(GeneratedSecretError::Missing(name)),
-        // The table is made by a control migration: not migrated yet.
-        Err(diesel::result::Error::DatabaseError(_, info))
-            if info.message().contains("_autumn_secrets")
-                && info.message().contains("does not exist") =>
-        {
-            Err(GeneratedSecretError::Missing(name))
-        }
-        Err(e) => Err(GeneratedSecretError::Query(name, e)),
+    let query = |e| GeneratedSecretError::Query(name, e);
+    // The table is made by a control migration: asked first, so that an unmigrated
+    // database is told apart by what it has, not by an error message's wording.
+    let made: Made = diesel::sql_query("SELECT to_regclass('_autumn_secrets') IS NOT NULL AS made")
+        .get_result(control)
+        .await
+        .map_err(query)?;
+    if !made.made {
+        return Err(GeneratedSecretError::Missing(name));
     }
+    let rows: Vec<Row> = diesel::sql_query("SELECT value FROM _autumn_secrets WHERE name = $1")
+        .bind::<Text, _>(name)
+        .load(control)
+        .await
+        .map_err(query)?;
+    rows.into_iter()
+        .next()
+        .map(|r| r.value)
+        .ok_or(GeneratedSecretError::Missing(name))
 }

@@ -28,6 +28,8 @@ pub const OPERATOR_RESERVE: u32 = 5;
 pub struct ServerBudget {
     /// `host:port`.
     pub server: String,
+    /// The first URL of the topology that names this server, to ask it with.
+    pub url: DbUrl,
     /// What one process may open there at most.
     pub per_process: u32,
     /// What those connections are for, e.g. `shard0 primary 11`.
@@ -38,11 +40,13 @@ pub struct ServerBudget {
 pub fn per_server(t: &Topology) -> Vec<ServerBudget> {
     let mut order: Vec<String> = Vec::new();
     let mut by_server: BTreeMap<String, ServerBudget> = BTreeMap::new();
-    let mut add = |server: String, what: String, n: u32| {
+    let mut add = |url: &DbUrl, what: String, n: u32| {
+        let server = url.server();
         let entry = by_server.entry(server.clone()).or_insert_with(|| {
             order.push(server.clone());
             ServerBudget {
                 server,
+                url: url.clone(),
                 per_process: 0,
                 uses: Vec::new(),
             }
@@ -51,17 +55,17 @@ pub fn per_server(t: &Topology) -> Vec<ServerBudget> {
         entry.uses.push(format!("{what} {n}"));
     };
     let control = t.control_pool_size + CONTROL_SESSIONS * u32::from(t.directory_router);
-    add(t.control_url.server(), "control".to_owned(), control);
+    add(&t.control_url, "control".to_owned(), control);
     for s in &t.shards {
         let replay = REPLAY_SESSION_ON_PRIMARY * u32::from(s.replica_url.is_some());
         add(
-            s.primary_url.server(),
+            &s.primary_url,
             format!("{} primary", s.name),
             s.primary_pool_size + PRIMARY_SESSIONS + replay,
         );
         if let Some(url) = &s.replica_url {
             add(
-                url.server(),
+                url,
                 format!("{} replica", s.name),
                 s.replica_pool_size + REPLICA_SESSIONS,
             );
@@ -129,26 +133,15 @@ pub enum Verdict {
 
 /// Asks every server of `t` its limit, at once, each within `timeout`.
 pub async fn check_servers(t: &Topology, timeout: Duration) -> Vec<(ServerBudget, Verdict)> {
-    let urls: BTreeMap<String, &DbUrl> = std::iter::once(&t.control_url)
-        .chain(
-            t.shards
-                .iter()
-                .flat_map(|s| std::iter::once(&s.primary_url).chain(&s.replica_url)),
-        )
-        .map(|url| (url.server(), url))
-        .collect();
-    let checks = per_server(t).into_iter().map(|budget| {
-        let url = urls[&budget.server];
-        async move {
-            let verdict = match connection_limit(url, timeout).await {
-                Ok(limit) => match budget.check(t.processes, limit) {
-                    Ok(()) => Verdict::Fits(limit),
-                    Err(over) => Verdict::Over(over),
-                },
-                Err(e) => Verdict::NotAsked(e.to_string()),
-            };
-            (budget, verdict)
-        }
+    let checks = per_server(t).into_iter().map(|budget| async move {
+        let verdict = match connection_limit(&budget.url, timeout).await {
+            Ok(limit) => match budget.check(t.processes, limit) {
+                Ok(()) => Verdict::Fits(limit),
+                Err(over) => Verdict::Over(over),
+            },
+            Err(e) => Verdict::NotAsked(e.to_string()),
+        };
+        (budget, verdict)
     });
     futures::future::join_all(checks).await
 }

@@ -151,38 +151,32 @@ pub(super) async fn secrets(
     control: &PgPool,
     options: &ServeOptions,
 ) -> anyhow::Result<(Option<AdminToken>, Option<Vec<u8>>)> {
-    let wants_generated = matches!(options.admin_token, Secret::Generated)
-        || matches!(options.session_secret, Secret::Generated);
-    let mut conn = match wants_generated {
-        true => Some(
-            control
-                .get()
-                .await
-                .context("cannot reach the control database for the generated secrets")?,
-        ),
-        false => None,
-    };
-    let mut generated = async |secret| -> anyhow::Result<String> {
-        let conn = conn.as_mut().expect("connected when a secret is generated");
-        Ok(secret::generated(conn, secret).await?)
-    };
     let admin_token = match &options.admin_token {
         Secret::Unset => None,
         Secret::Given(token) => Some(token.clone()),
         Secret::Generated => Some(AdminToken::parse(
-            &generated(GeneratedSecret::AdminToken).await?,
+            &from_control(control, GeneratedSecret::AdminToken).await?,
         )?),
     };
     let session_secret = match &options.session_secret {
         Secret::Unset => None,
         Secret::Given(secret) => Some(secret.clone()),
         Secret::Generated => Some(
-            generated(GeneratedSecret::SessionSecret)
+            from_control(control, GeneratedSecret::SessionSecret)
                 .await?
                 .into_bytes(),
         ),
     };
     Ok((admin_token, session_secret))
+}
+
+/// The deployment's generated `secret`, read from the control database.
+async fn from_control(control: &PgPool, secret: GeneratedSecret) -> anyhow::Result<String> {
+    let mut conn = control
+        .get()
+        .await
+        .context("cannot reach the control database for the generated secrets")?;
+    Ok(secret::generated(&mut conn, secret).await?)
 }
 
 /// Series that name tenants go only to a scrape presenting the admin token (`Authorization:
