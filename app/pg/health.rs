@@ -16,6 +16,11 @@ use super::pool::PgPool;
 pub struct Probe {
     pub up: bool,
     pub detail: String,
+    /// Down only because the server has applied migrations this build does not know: a
+    /// newer release's, as while a rolling update replaces this one. Its schema still
+    /// serves this build (migrations add before anything stops using what they remove).
+    #[serde(skip)]
+    pub newer_schema: bool,
 }
 
 impl Probe {
@@ -23,6 +28,7 @@ impl Probe {
         Self {
             up: false,
             detail: detail.into(),
+            newer_schema: false,
         }
     }
 }
@@ -128,13 +134,17 @@ async fn probe_inner(
             "{pending} migration(s) pending: run `bookmarks migrate`"
         ))
     } else if unknown > 0 {
-        Probe::down(format!(
-            "{unknown} applied migration(s) unknown to this build (newer schema)"
-        ))
+        Probe {
+            newer_schema: true,
+            ..Probe::down(format!(
+                "{unknown} applied migration(s) unknown to this build (newer schema)"
+            ))
+        }
     } else {
         Probe {
             up: true,
             detail: format!("up, {} migration(s) applied, {acting}", applied.len()),
+            newer_schema: false,
         }
     }
 }

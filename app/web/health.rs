@@ -18,12 +18,15 @@ use tokio::time::Instant;
 use axum::Json;
 use axum::extract::{FromRef, State};
 use axum::http::StatusCode;
+use serde::Deserialize;
 use serde_json::{Value, json};
+use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::InstanceName;
 use super::drain::Draining;
+use super::extract::ApiQuery;
 use crate::pg::health::probe;
 use crate::pg::pool::PgPool;
 use crate::sharding::DirectoryRouter;
@@ -50,7 +53,16 @@ struct Probed {
     max_age: Duration,
     /// The last probe's report and when it started; locked for the whole of a probe, so
     /// that the calls arriving meanwhile wait for its report instead of probing too.
-    last: Mutex<Option<(Instant, Value)>>,
+    last: Mutex<Option<(Instant, Report)>>,
+}
+
+/// One probe's findings: the body `/ready` sends, and whether this replica can serve.
+#[derive(Debug, Clone)]
+pub struct Report {
+    pub body: Value,
+    /// Not stopping, and the control database answers with no migration of this build's
+    /// pending (a newer release's schema serves it): what `scope=replica` asks.
+    pub replica_up: bool,
 }
 
 /// How long one server's check may take, and how long a probe's report is answered.
@@ -113,6 +125,32 @@ async fn health(State(instance): State<InstanceName>) -> Json<Value> {
     }))
 }
 
+/// Which components decide `/ready`'s answer. The body always reports every one.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ReadyScope {
+    /// Every component: the whole deployment is serving (what an operator waits on).
+    #[default]
+    All,
+    /// What differs between replicas: this one is not stopping and reaches the control
+    /// database, where none of its migrations is pending (a newer release's schema, as
+    /// during a rolling update, still serves it). A shard that is down is down for every
+    /// replica, so a balancer that dropped replicas for it would turn one shard's outage
+    /// into everyone's: this is the scope for a load balancer's or Kubernetes' probe.
+    Replica,
+}
+
+#[derive(Debug, Default, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct ReadyParams {
+    /// `all` (default): every component must be up. `replica`: this replica is not
+    /// stopping and the control database has its migrations (or a newer release's); shards
+    /// are reported but do not decide. `replica` is for balancers and Kubernetes probes.
+    #[param(inline)]
+    scope: Option<ReadyScope>,
+}
+
 /// Readiness: the control database and every shard's servers answer, with the migrations
 /// this build expects, and this replica is not stopping. Says nothing about any tenant.
 /// Answered from a probe at most `READY_MAX_AGE_MS` (1 s) old; a stopping replica says so
@@ -121,14 +159,31 @@ async fn health(State(instance): State<InstanceName>) -> Json<Value> {
     get,
     path = "/ready",
     tag = super::openapi::OPERATIONS_TAG,
+    params(ReadyParams),
     responses(
-        (status = 200, description = "Every component is up: `{\"status\": \"UP\", \"components\": {…}}`.", content_type = "application/json", body = Object),
-        (status = 503, description = "A component is down, or this replica is stopping (component `process`); the body says which (same shape as 200).", content_type = "application/json", body = Object),
+        (status = 200, description = "Every component the scope names is up: `{\"status\": \"UP\", \"components\": {…}}`.", content_type = "application/json", body = Object),
+        (status = 400, description = "`invalid_query`: `scope` is neither `all` nor `replica`, or another parameter was sent.", body = super::openapi::ErrorBody),
+        (status = 503, description = "A component the scope names is down, or this replica is stopping (component `process`); the body says which (same shape as 200).", content_type = "application/json", body = Object),
     )
 )]
-async fn ready(State(readiness): State<Readiness>) -> (StatusCode, Json<Value>) {
-    let report = readiness.recent_report().await;
-    let code = if report["status"] == "UP" {
+async fn ready(
+    State(readiness): State<Readiness>,
+    ApiQuery(params): ApiQuery<ReadyParams>,
+) -> (StatusCode, Json<Value>) {
+    answer(&readiness, params.scope.unwrap_or_default()).await
+}
+
+async fn answer(readiness: &Readiness, scope: ReadyScope) -> (StatusCode, Json<Value>) {
+    let Report {
+        body: mut report,
+        replica_up,
+    } = readiness.recent_report().await;
+    let up = match scope {
+        ReadyScope::All => report["status"] == "UP",
+        ReadyScope::Replica => replica_up,
+    };
+    report["status"] = json!(status(up));
+    let code = if up {
         StatusCode::OK
     } else {
         StatusCode::SERVICE_UNAVAILABLE
@@ -146,8 +201,8 @@ async fn ready(State(readiness): State<Readiness>) -> (StatusCode, Json<Value>) 
         (status = 503, description = "As `/ready`.", content_type = "application/json", body = Object),
     )
 )]
-async fn actuator_health(state: State<Readiness>) -> (StatusCode, Json<Value>) {
-    ready(state).await
+async fn actuator_health(State(readiness): State<Readiness>) -> (StatusCode, Json<Value>) {
+    answer(&readiness, ReadyScope::All).await
 }
 
 fn status(up: bool) -> &'static str {
@@ -157,7 +212,7 @@ fn status(up: bool) -> &'static str {
 impl Readiness {
     /// The report of a probe at most `max_age` old: the last one's, or a new one's (which
     /// the calls arriving while it runs share).
-    pub async fn recent_report(&self) -> Value {
+    pub async fn recent_report(&self) -> Report {
         let state = &*self.0;
         if state.draining.is_on() {
             // Known without a probe, and a balancer must learn it at once.
@@ -177,11 +232,11 @@ impl Readiness {
     }
 
     /// Builds the component report; the replica checks also update replica readiness.
-    pub async fn report(&self) -> Value {
+    pub async fn report(&self) -> Report {
         let state = &*self.0;
         if state.draining.is_on() {
             // Nothing to probe: whatever the databases say, this replica is leaving.
-            return json!({
+            let body = json!({
                 "status": "DOWN",
                 "components": {
                     "process": {
@@ -193,6 +248,10 @@ impl Readiness {
                     }
                 }
             });
+            return Report {
+                body,
+                replica_up: false,
+            };
         }
         let timeout = state.timeout;
         let shards = state.shards.set();
@@ -213,6 +272,7 @@ impl Readiness {
             (shard, primary, replica)
         }));
         let (control, per_shard) = futures::join!(control, per_shard);
+        let replica_up = control.up || control.newer_schema;
 
         let mut all_up = control.up;
         let mut components = serde_json::Map::new();
@@ -276,6 +336,9 @@ impl Readiness {
             }),
         );
         }
-        json!({ "status": status(all_up), "components": components })
+        Report {
+            body: json!({ "status": status(all_up), "components": components }),
+            replica_up,
+        }
     }
 }

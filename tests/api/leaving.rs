@@ -51,6 +51,8 @@ async fn a_stopping_replica_turns_unready_closes_each_connection_after_its_respo
     assert_eq!(res.headers()["connection"], "close");
     let ready: Value = res.json().await.unwrap();
     assert_eq!(ready["components"]["process"]["status"], "DOWN", "{ready}");
+    let res = app.get("/ready?scope=replica").send().await.unwrap();
+    assert_eq!(res.status(), 503, "a balancer's probe hears it too");
     let res = app.get("/health").send().await.unwrap();
     assert_eq!(res.status(), 200, "still serving while it drains");
     assert_eq!(

@@ -1,5 +1,6 @@
 //! Failure behaviour with real servers stopped and started: a down shard degrades stats to
-//! a partial answer and 503s only its own tenants; an unready replica follows its
+//! a partial answer and 503s only its own tenants (and leaves each replica ready for a
+//! balancer's `/ready?scope=replica`); an unready replica follows its
 //! `replica_fallback`. Each test owns its servers, because it stops them.
 
 use std::time::{Duration, Instant};
@@ -59,6 +60,20 @@ async fn a_stopped_shard_degrades_to_partial_answers_and_recovers_without_a_rest
         "no driver text: {ready}"
     );
     assert_eq!(ready["components"]["db:shard:shard0"]["status"], "UP");
+    // A balancer's probe asks only what differs between replicas: a shard that is down is
+    // down for all of them, so it must not take this one out of rotation.
+    let replica = app.get("/ready?scope=replica").send().await.unwrap();
+    assert_eq!(replica.status(), 200);
+    let replica: Value = replica.json().await.unwrap();
+    assert_eq!(replica["status"], "UP");
+    assert_eq!(
+        replica["components"]["db:shard:shard1"]["status"], "DOWN",
+        "the shard is still reported: {replica}"
+    );
+    let res = app.get("/ready?scope=shards").send().await.unwrap();
+    assert_eq!(res.status(), 400);
+    let body: Value = res.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "invalid_query");
 
     doomed.container.start().await.unwrap();
     let recovered = eventually(Duration::from_secs(30), || async {

@@ -583,6 +583,8 @@ async fn serve_does_not_migrate_unless_asked_and_readiness_says_so() {
     };
     let mut body = Value::Null;
     for _ in 0..60 {
+        let res = app.get("/ready?scope=replica").send().await.unwrap();
+        assert_eq!(res.status(), 503, "no balancer sends requests to it either");
         let res = app.get("/ready").send().await.unwrap();
         assert_eq!(res.status(), 503);
         body = res.json().await.unwrap();
@@ -600,6 +602,52 @@ async fn serve_does_not_migrate_unless_asked_and_readiness_says_so() {
         app.get("/health").send().await.unwrap().status(),
         200,
         "liveness ignores the database"
+    );
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_replica_stays_in_its_balancer_while_a_newer_release_migrates_the_control_database() {
+    let l = layout("").await;
+    let app = TestApp::spawn(l.settings(), "newer-schema").await;
+    let (port, db) = &l.control;
+    // What the next release's `bookmarks migrate` leaves behind: a migration this build
+    // does not know.
+    sql(
+        *port,
+        db,
+        "INSERT INTO __diesel_schema_migrations (version) VALUES ('29991231000000')",
+    )
+    .await;
+    let told = eventually(Duration::from_secs(10), || async {
+        let body: Value = app
+            .get("/ready")
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        body["components"]["db:control"]["details"]["primary"]
+            .as_str()
+            .is_some_and(|d| d.contains("newer schema"))
+    })
+    .await;
+    assert!(
+        told,
+        "readiness says the control database is ahead of this build"
+    );
+    assert_eq!(app.get("/ready").send().await.unwrap().status(), 503);
+    let res = app.get("/ready?scope=replica").send().await.unwrap();
+    assert_eq!(
+        res.status(),
+        200,
+        "its schema still serves this build, so a rolling update keeps the old replicas"
+    );
+    assert_eq!(
+        app.get_as("/api/bookmarks", "acme-corp").await.status(),
+        200,
+        "and it serves"
     );
     app.stop().await;
 }
