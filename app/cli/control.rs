@@ -3,8 +3,9 @@
 
 use std::time::Duration;
 
-use crate::pg::pool::{CheckoutError, PgConn, PoolBuildError, build_pool};
+use crate::pg::pool::{CheckoutError, PgConn, PoolBuildError};
 use crate::sharding::Topology;
+use crate::sharding::row_security::control_pool;
 
 /// Why a command could not use the control database; printed after what it was doing.
 #[derive(Debug, thiserror::Error)]
@@ -21,13 +22,7 @@ pub enum ControlUnreachable {
 
 /// A control connection for one command, within the connect timeout (and a second more).
 pub async fn connect(topology: &Topology) -> Result<PgConn, ControlUnreachable> {
-    let pool = build_pool(
-        &topology.control_url,
-        1,
-        topology.pool_bounds(),
-        "control",
-        None,
-    )?;
+    let pool = control_pool(topology, 1)?;
     let bound = topology.connect_timeout + Duration::from_secs(1);
     Ok(tokio::time::timeout(bound, pool.get())
         .await

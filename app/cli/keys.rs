@@ -11,7 +11,7 @@ use serde_json::json;
 
 use super::exit::EXIT_CONFIG;
 use crate::configuration::Settings;
-use crate::pg::pool::build_pool;
+use crate::sharding::row_security::control_pool;
 use crate::tenancy::members::{self, MemberError};
 use crate::tenancy::{TenantId, keys};
 
@@ -53,13 +53,7 @@ pub async fn run(settings: &Settings, command: KeysCommand) -> ExitCode {
         })
     };
     let topology = Arc::new(settings.topology.clone());
-    let pool = match build_pool(
-        &topology.control_url,
-        1,
-        topology.pool_bounds(),
-        "control",
-        None,
-    ) {
+    let pool = match control_pool(&topology, 1) {
         Ok(pool) => pool,
         Err(e) => {
             eprintln!("error: {e}");

@@ -9,10 +9,11 @@ use std::sync::Arc;
 use super::exit::EXIT_CONFIG;
 use crate::configuration::Settings;
 use crate::content::TENANT_TABLES;
-use crate::pg::pool::{PgPool, build_pool};
+use crate::pg::pool::PgPool;
 use crate::sharding::ShardSet;
 use crate::sharding::directory::placement::{Change, PlacementError, Placer, pin_entries};
 use crate::sharding::directory::table;
+use crate::sharding::row_security::control_pool;
 use crate::tenancy::TenantId;
 
 #[derive(Debug, clap::Args)]
@@ -41,16 +42,8 @@ pub struct UnpinArgs {
 /// The shard set and control pool a placement command works on (nothing connects yet).
 fn open(settings: &Settings) -> Result<(ShardSet, PgPool), ExitCode> {
     let topology = Arc::new(settings.topology.clone());
-    let built = ShardSet::new(topology.clone()).and_then(|set| {
-        build_pool(
-            &topology.control_url,
-            2,
-            topology.pool_bounds(),
-            "control",
-            None,
-        )
-        .map(|control| (set, control))
-    });
+    let built = ShardSet::new(topology.clone())
+        .and_then(|set| control_pool(&topology, 2).map(|control| (set, control)));
     built.map_err(|e| {
         eprintln!("error: {e}");
         ExitCode::FAILURE

@@ -9,7 +9,7 @@ use serde::Serialize;
 
 use crate::configuration::Settings;
 use crate::pg::control::ControlLookups;
-use crate::pg::pool::build_pool;
+use crate::sharding::row_security::control_pool;
 use crate::sharding::{DirectoryRouter, PinRouter, RouteError, ShardKey, ShardSet};
 
 #[derive(Debug, clap::Args)]
@@ -58,15 +58,7 @@ pub async fn run(settings: &Settings, args: &RouteArgs) -> ExitCode {
     let topology = Arc::new(settings.topology.clone());
     let built = ShardSet::new(topology.clone()).and_then(|set| {
         let control = (topology.directory_router && !args.no_directory)
-            .then(|| {
-                build_pool(
-                    &topology.control_url,
-                    1,
-                    topology.pool_bounds(),
-                    "control",
-                    None,
-                )
-            })
+            .then(|| control_pool(&topology, 1))
             .transpose()?;
         Ok((set, control))
     });

@@ -7,12 +7,16 @@
 //! then declares a [`RowScope`]: the role for it and, for a tenant, which tenant. A statement
 //! sees and changes only the rows that scope allows, whatever its `WHERE` clause says: a
 //! query that forgets its tenant filter reads its own tenant's rows, not the shard's.
+//!
+//! On the control database the same role holds no tenant's rows, only the framework's tables
+//! (directory, slot map, keys, jobs), read and written; it changes no schema ([`control_pool`]).
 
 use diesel::QueryableByName;
 use diesel::sql_types::Bool;
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
 
-use crate::pg::pool::Pooled;
+use super::Topology;
+use crate::pg::pool::{PgPool, PoolBuildError, Pooled, build_pool};
 use crate::pg::quote::literal;
 
 /// What a tenant's statements run as: the rows of the declared tenant only.
@@ -71,6 +75,19 @@ fn act_as_if_created(role: &str) -> String {
 /// The statement a pooled shard connection runs when it is opened: act as [`APP_ROLE`].
 pub fn run_as_app_role() -> String {
     act_as_if_created(APP_ROLE)
+}
+
+/// A pool of `size` on the control database whose connections act as [`APP_ROLE`] once the
+/// control migrations have created it: every runtime path (the web servers, the worker, the
+/// mover, operator commands) but `migrate`, which changes the schema as its login.
+pub fn control_pool(topology: &Topology, size: u32) -> Result<PgPool, PoolBuildError> {
+    build_pool(
+        &topology.control_url,
+        size,
+        topology.pool_bounds(),
+        "control",
+        Some(&run_as_app_role()),
+    )
 }
 
 /// What a readiness probe runs on its pooled connection, so that it asks as a tenant

@@ -1,5 +1,5 @@
 //! What a server must be sure of before it serves: that tenant isolation holds on every
-//! shard it reaches, and which secrets it signs and checks with (the generated ones read from
+//! shard it reaches and no connection acts as a superuser, and which secrets it signs and checks with (the generated ones read from
 //! the control database).
 
 use std::sync::Arc;
@@ -13,6 +13,7 @@ use crate::configuration::{AuthMode, Settings};
 use crate::pg::control::ControlLookups;
 use crate::pg::pool::PgPool;
 use crate::sharding::budget::{self, Verdict};
+use crate::sharding::row_security::{APP_ROLE, Acting, acting};
 use crate::sharding::{ShardSet, Topology};
 use crate::tenancy::TenantHeader;
 use crate::tenancy::auth::Authenticator;
@@ -23,53 +24,62 @@ use crate::tenancy::session::Sessions;
 /// role that bypasses row-level security, unless `allow` (then it says so loudly). A shard
 /// not yet migrated has no role to switch to: its readiness says it is not ready.
 pub(super) async fn refuse_privileged_roles(set: &ShardSet, allow: bool) -> anyhow::Result<()> {
-    use crate::sharding::row_security::{APP_ROLE, acting};
     for shard in set.iter() {
-        let asked = tokio::time::timeout(set.topology().connect_timeout * 2, async {
-            let mut conn = shard
-                .primary_pool()
-                .get()
-                .await
-                .map_err(|e| e.to_string())?;
-            acting(&mut conn).await.map_err(|e| e.to_string())
-        })
-        .await;
-        let acting = match asked {
-            Ok(Ok(acting)) => acting,
-            Ok(Err(e)) => {
-                tracing::warn!(shard = shard.name(), error = %e, "cannot check the role shard connections act as");
-                continue;
-            }
-            Err(_) => {
-                tracing::warn!(
-                    shard = shard.name(),
-                    "cannot check the role shard connections act as: no answer"
-                );
-                continue;
-            }
-        };
-        if !acting.privileged {
-            continue;
+        let what = format!("shard {}", shard.name());
+        let bound = set.topology().connect_timeout * 2;
+        judge(&what, ask_acting(shard.primary_pool(), bound).await, allow)?;
+    }
+    Ok(())
+}
+
+/// As [`refuse_privileged_roles`], for the control database's connections: a superuser
+/// there could change the schema, or read every tenant's key hashes and members.
+pub(super) async fn refuse_privileged_control(
+    control: &PgPool,
+    topology: &Topology,
+    allow: bool,
+) -> anyhow::Result<()> {
+    let bound = topology.connect_timeout * 2;
+    judge("control database", ask_acting(control, bound).await, allow)
+}
+
+async fn ask_acting(pool: &PgPool, bound: std::time::Duration) -> Result<Acting, String> {
+    tokio::time::timeout(bound, async {
+        let mut conn = pool.get().await.map_err(|e| e.to_string())?;
+        acting(&mut conn).await.map_err(|e| e.to_string())
+    })
+    .await
+    .unwrap_or_else(|_| Err("no answer".to_owned()))
+}
+
+fn judge(what: &str, asked: Result<Acting, String>, allow: bool) -> anyhow::Result<()> {
+    let acting = match asked {
+        Ok(acting) => acting,
+        Err(e) => {
+            tracing::warn!(database = what, error = %e, "cannot check the role connections act as");
+            return Ok(());
         }
-        if !acting.app_role_exists {
-            tracing::warn!(
-                shard = shard.name(),
-                "the shard is not migrated: its connections act as the login's role until it is and this server restarts"
-            );
-        } else if allow {
-            tracing::error!(
-                shard = shard.name(),
-                "--allow-superuser: shard connections act as a superuser or a role that bypasses row-level security; \
-                 tenant isolation rests on every query's own filter"
-            );
-        } else {
-            anyhow::bail!(
-                "shard {}: connections act as a superuser or a role that bypasses row-level security, \
-                 so the shard's tenant policies would hold nothing back; the login in its URL must be \
-                 able to SET ROLE {APP_ROLE} and must not be a superuser, or pass --allow-superuser",
-                shard.name()
-            );
-        }
+    };
+    if !acting.privileged {
+        return Ok(());
+    }
+    if !acting.app_role_exists {
+        tracing::warn!(
+            database = what,
+            "not migrated: its connections act as the login's role until it is and this server restarts"
+        );
+    } else if allow {
+        tracing::error!(
+            database = what,
+            "--allow-superuser: connections act as a superuser or a role that bypasses row-level security; \
+             tenant isolation rests on every query's own filter"
+        );
+    } else {
+        anyhow::bail!(
+            "{what}: connections act as a superuser or a role that bypasses row-level security, \
+             so the policies and grants would hold nothing back; the login in its URL must be \
+             able to SET ROLE {APP_ROLE} and must not be a superuser, or pass --allow-superuser"
+        );
     }
     Ok(())
 }

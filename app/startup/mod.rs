@@ -24,13 +24,14 @@ use crate::migrate::{self, Kind, TargetFilter};
 use crate::pg::breaker::spawn_liveness_monitor;
 use crate::pg::control::ControlLookups;
 use crate::pg::listener::{self, Invalidated};
-use crate::pg::pool::{PgPool, build_pool, spawn_idle_reaper};
+use crate::pg::pool::{PgPool, spawn_idle_reaper};
 use crate::search::reindexer::{self, IndexStates, ReindexOptions};
 use crate::sharding::access::Shards;
 use crate::sharding::cross_shard::CrossShard;
 use crate::sharding::health::spawn_replica_monitor;
 use crate::sharding::replay::spawn_replay_pollers;
 use crate::sharding::replicas::ReplicaStates;
+use crate::sharding::row_security::control_pool;
 use crate::sharding::{DirectoryRouter, PinRouter, ShardRouter, ShardSet};
 use crate::telemetry::MetricSource;
 use crate::tenancy::auth::Authenticator;
@@ -90,13 +91,8 @@ impl Application {
         let set = Arc::new(ShardSet::new(topology.clone())?);
         guards::refuse_privileged_roles(&set, options.allow_superuser).await?;
         guards::refuse_over_budget(&topology).await?;
-        let control = build_pool(
-            &topology.control_url,
-            topology.control_pool_size,
-            topology.pool_bounds(),
-            "control",
-            None,
-        )?;
+        let control = control_pool(&topology, topology.control_pool_size)?;
+        guards::refuse_privileged_control(&control, &topology, options.allow_superuser).await?;
         let (admin_token, session_secret) = guards::secrets(&control, &options).await?;
         // One breaker for the control database, shared by everything the request path asks
         // there.

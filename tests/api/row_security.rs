@@ -1,7 +1,8 @@
 //! Tenant isolation the shards enforce: a tenant's session runs as the app's role, which is
 //! neither a superuser nor exempt from row-level security, and sees and changes only the rows
 //! of the tenant it declared, whatever its statements say; the app refuses to start when its
-//! shard connections would be exempt.
+//! shard connections would be exempt. On the control database the same role writes the
+//! framework's tables and changes no schema.
 
 use std::sync::Arc;
 
@@ -251,6 +252,58 @@ async fn every_shard_table_with_a_tenant_column_has_forced_row_level_security() 
     )
     .await;
     assert_eq!(first(&guarded), "7");
+}
+
+#[tokio::test]
+async fn control_connections_act_as_the_app_role_which_writes_rows_but_changes_no_schema_and_no_secret()
+ {
+    let l = layout("").await;
+    migrated(&l.settings()).await;
+    let topology = l.settings().topology.clone();
+    let control = row_security::control_pool(&topology, 1).unwrap();
+    let mut conn = control.get().await.unwrap();
+    let role: Role = diesel::sql_query(
+        "SELECT current_user::text AS name, rolsuper OR rolbypassrls AS privileged \
+         FROM pg_roles WHERE rolname = current_user",
+    )
+    .get_result(&mut conn)
+    .await
+    .unwrap();
+    assert_eq!(role.name, row_security::APP_ROLE);
+    assert!(!role.privileged, "control connections act as a superuser");
+
+    // What the app does there: rows in the framework's tables.
+    conn.batch_execute(
+        "INSERT INTO _autumn_shard_directory (tenant_key, shard_name) VALUES ('acme', 'shard0'); \
+         DELETE FROM _autumn_shard_directory WHERE tenant_key = 'acme'",
+    )
+    .await
+    .unwrap();
+    // What it must not: the schema, the migrations' record, the generated secrets.
+    for refused in [
+        "CREATE TABLE stolen (x int)",
+        "DROP TABLE autumn_jobs",
+        "UPDATE _autumn_secrets SET value = 'chosen'",
+        "DELETE FROM __diesel_schema_migrations",
+    ] {
+        let outcome = conn.batch_execute(refused).await;
+        let why = format!("{:?}", outcome.expect_err(refused));
+        assert!(
+            why.contains("permission denied") || why.contains("must be owner"),
+            "{refused}: {why}"
+        );
+    }
+
+    // And the running app says so.
+    let app = TestApp::spawn(l.settings(), "control-role").await;
+    let ready = app.json("/ready").await;
+    assert!(
+        ready["components"]["db:control"]["details"]["primary"]
+            .as_str()
+            .is_some_and(|d| d.ends_with("acting as bookmarks_app")),
+        "{ready}"
+    );
+    app.stop().await;
 }
 
 #[tokio::test]

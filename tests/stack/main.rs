@@ -844,8 +844,9 @@ async fn the_compose_stack_serves_through_nginx_survives_outages_and_tears_down_
         "en_US.utf8"
     );
 
-    // The web replicas' shard connections act as the app's role, not as the login their
-    // URLs name (the image's superuser): readiness asks through the app's own pools.
+    // The web replicas' shard and control connections act as the app's role, not as the
+    // login their URLs name (the image's superuser): readiness asks through the app's own
+    // pools.
     for _ in 0..2 {
         let ready: Value = stack
             .get("/ready")
@@ -865,6 +866,13 @@ async fn the_compose_stack_serves_through_nginx_survives_outages_and_tears_down_
                 );
             }
         }
+        let control = ready["components"]["db:control"]["details"]["primary"]
+            .as_str()
+            .unwrap_or_default();
+        assert!(
+            control.ends_with("acting as bookmarks_app"),
+            "control: {ready}"
+        );
     }
 
     // The README's quick start, verbatim: a first key, a first bookmark, a route.

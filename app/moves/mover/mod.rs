@@ -22,7 +22,8 @@ use super::state::{AbortCheck, MoveState, Step};
 use super::transfer::{self, DeletePacing};
 use crate::configuration::Settings;
 use crate::pg::DbUrl;
-use crate::pg::pool::{PgPool, build_pool};
+use crate::pg::pool::PgPool;
+use crate::sharding::row_security::control_pool;
 use crate::sharding::slot_range::ranges_text;
 use crate::sharding::tenant_rows::TenantTable;
 use crate::sharding::{ShardSet, Topology};
@@ -56,14 +57,7 @@ impl Mover {
         let topology = Arc::new(settings.topology.clone());
         let shards =
             ShardSet::new(topology.clone()).map_err(|e| MoveError::Setup(e.to_string()))?;
-        let control = build_pool(
-            &topology.control_url,
-            2,
-            topology.pool_bounds(),
-            "control",
-            None,
-        )
-        .map_err(|e| MoveError::Setup(e.to_string()))?;
+        let control = control_pool(&topology, 2).map_err(|e| MoveError::Setup(e.to_string()))?;
         // Fail now, naming the database, rather than at the first record.
         let mut conn = control
             .get()

@@ -1,0 +1,8 @@
+-- The role stays: the shards on this server may act as it.
+ALTER DEFAULT PRIVILEGES IN SCHEMA public REVOKE SELECT, INSERT, UPDATE, DELETE ON TABLES
+    FROM bookmarks_app;
+ALTER DEFAULT PRIVILEGES IN SCHEMA public REVOKE USAGE, SELECT, UPDATE ON SEQUENCES
+    FROM bookmarks_app;
+REVOKE ALL ON ALL TABLES IN SCHEMA public FROM bookmarks_app;
+REVOKE ALL ON ALL SEQUENCES IN SCHEMA public FROM bookmarks_app;
+REVOKE ALL ON SCHEMA public FROM bookmarks_app;
