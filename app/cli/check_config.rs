@@ -136,7 +136,7 @@ pub fn render(settings: &Settings) -> String {
         "directory_router: {}\ntenant header: {}\ntotal_max_connections: {}\n",
         t.directory_router,
         settings.tenancy.header,
-        t.total_max_connections()
+        crate::sharding::budget::total_max_connections(t)
     );
     out
 }

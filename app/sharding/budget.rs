@@ -10,14 +10,15 @@ use super::topology::Topology;
 use crate::pg::db_url::DbUrl;
 use crate::pg::limits::{ServerLimit, connection_limit};
 
-/// The sessions a shard keeps outside its pools: the reindexer leader's lock and the
-/// liveness monitor's session on its primary; the liveness session and the replay
-/// poller's session on its replica, and the poller's other session on the primary.
-const PRIMARY_SESSIONS: u32 = 2;
-const REPLICA_SESSIONS: u32 = 2;
+/// The sessions a shard keeps outside its pools: the reindexer leader's lock on its
+/// primary; the replay poller's session on its replica, and its other one on the primary.
+const PRIMARY_SESSIONS: u32 = 1;
+const REPLICA_SESSIONS: u32 = 1;
 const REPLAY_SESSION_ON_PRIMARY: u32 = 1;
-/// With directory routing: the control database's listener and its liveness session.
-const CONTROL_SESSIONS: u32 = 2;
+/// With directory routing: the control database's listener.
+const CONTROL_SESSIONS: u32 = 1;
+/// Every server: the liveness monitor's one session, however many databases it holds.
+const LIVENESS_SESSION: u32 = 1;
 
 /// Connections left free on every server for people and one-shot commands (psql,
 /// `bookmarks migrate`, `move_slot`), besides the server's own superuser reserve.
@@ -47,8 +48,8 @@ pub fn per_server(t: &Topology) -> Vec<ServerBudget> {
             ServerBudget {
                 server,
                 url: url.clone(),
-                per_process: 0,
-                uses: Vec::new(),
+                per_process: LIVENESS_SESSION,
+                uses: vec![format!("liveness {LIVENESS_SESSION}")],
             }
         });
         entry.per_process += n;
@@ -75,6 +76,12 @@ pub fn per_server(t: &Topology) -> Vec<ServerBudget> {
         .into_iter()
         .map(|server| by_server.remove(&server).expect("added above"))
         .collect()
+}
+
+/// Every connection one process may open, on all its servers together: the sum of
+/// [`per_server`]'s figures. Compare it with the servers' `max_connections` × processes.
+pub fn total_max_connections(t: &Topology) -> u32 {
+    per_server(t).iter().map(|b| b.per_process).sum()
 }
 
 /// What the app's processes may open on a server together.
@@ -182,19 +189,24 @@ primary_url = "postgres://u@db2:5433/s1"
             .iter()
             .map(|b| (b.server.as_str(), b.per_process))
             .collect();
-        // db1: control 8 (no directory routing, so no listener); shard0's primary 8 + 2 + 1
-        // replay session.
-        // db2: shard0's replica 4 + 2. db2:5433 is another server: shard1's primary 8 + 2.
+        // Each server: one liveness session, however many databases it holds.
+        // db1: control 8 (no directory routing, so no listener); shard0's primary 8 + the
+        // leader's lock + the replay poller's session.
+        // db2: shard0's replica 4 + the poller's. db2:5433 is another server: shard1's
+        // primary 8 + the leader's lock.
         assert_eq!(
             servers,
             [("db1:5432", 19), ("db2:5432", 6), ("db2:5433", 10)]
         );
         assert_eq!(
             budget.iter().map(|b| b.per_process).sum::<u32>(),
-            t.total_max_connections(),
+            total_max_connections(&t),
             "the per-server budget and the total disagree"
         );
-        assert_eq!(budget[0].uses, ["control 8", "shard0 primary 11"]);
+        assert_eq!(
+            budget[0].uses,
+            ["liveness 1", "control 8", "shard0 primary 10"]
+        );
     }
 
     #[test]

@@ -229,9 +229,9 @@ impl ShardSet {
         self.shards.is_empty()
     }
 
-    /// See [`Topology::total_max_connections`].
+    /// See [`super::budget::total_max_connections`].
     pub fn total_max_connections(&self) -> u32 {
-        self.topology.total_max_connections()
+        super::budget::total_max_connections(&self.topology)
     }
 }
 

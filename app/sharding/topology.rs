@@ -53,24 +53,6 @@ impl ShardSpec {
     pub fn slot_count(&self) -> u32 {
         self.slots.iter().map(|r| r.len()).sum()
     }
-
-    /// Connections this shard may hold open at once: its pools, plus the one session a
-    /// background task keeps on the primary (a per-shard leader election holds its lock
-    /// there, outside the pool), plus the liveness monitor's session on each server, plus, with a replica, the replay
-    /// poller's session on each server.
-    pub fn max_connections(&self) -> u32 {
-        const LEADER_SESSION: u32 = 1;
-        const LIVENESS_SESSION: u32 = 1;
-        // A shard with a replica has its replay poller's session on each server.
-        const REPLAY_SESSION: u32 = 1;
-        let primary = self.primary_pool_size + LEADER_SESSION + LIVENESS_SESSION;
-        let replica = if self.replica_url.is_some() {
-            self.replica_pool_size + LIVENESS_SESSION + 2 * REPLAY_SESSION
-        } else {
-            0
-        };
-        primary + replica
-    }
 }
 
 /// The whole validated topology: control role, shards in declaration order, slot map, pins.
@@ -141,20 +123,6 @@ impl Topology {
     /// Index into `shards` of the shard that owns `slot`.
     pub fn owner_of(&self, slot: u16) -> usize {
         usize::from(self.owner[usize::from(slot)])
-    }
-
-    /// Every connection the process may open: control (plus, when directory routing is on,
-    /// the directory listener's connection and the control liveness session) + each shard's
-    /// (see [`ShardSpec::max_connections`]).
-    /// Compare it with the servers' `max_connections` × the number of app replicas.
-    pub fn total_max_connections(&self) -> u32 {
-        self.control_pool_size
-            + 2 * u32::from(self.directory_router)
-            + self
-                .shards
-                .iter()
-                .map(ShardSpec::max_connections)
-                .sum::<u32>()
     }
 }
 

@@ -81,7 +81,7 @@ impl Application {
         let topology = Arc::new(settings.topology.clone());
         tracing::info!(
             shards = topology.shards.len(),
-            total_max_connections = topology.total_max_connections(),
+            total_max_connections = crate::sharding::budget::total_max_connections(&topology),
             "topology loaded (compare total_max_connections x replicas with max_connections)"
         );
         if options.migrate {

@@ -736,9 +736,10 @@ async fn health_readiness_and_metrics_describe_every_shard() {
     );
     assert_eq!(
         actuator["total_max_connections"],
-        // Shard0's replica adds its pool, its liveness session and the replay poller's
-        // session on each of the shard's servers.
-        8 + (8 + 1 + 1 + 4 + 1 + 2) + (8 + 1 + 1)
+        // Four servers (control, shard0's primary and replica, shard1), one liveness session
+        // each; each primary its reindexer leader's lock; shard0's replica its pool and the
+        // replay poller's session on each of the shard's servers.
+        4 + 8 + (8 + 1 + 4 + 2) + (8 + 1)
     );
     app.stop().await;
 }

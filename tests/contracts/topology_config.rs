@@ -330,10 +330,11 @@ fn total_max_connections_counts_control_primaries_and_only_configured_replicas()
     );
     let s = load(&text).unwrap();
     assert_eq!(
-        s.topology.total_max_connections(),
-        // Each server adds its liveness session; each primary its leader session; a shard
-        // with a replica the replay poller's session on both of its servers.
-        5 + (7 + 1 + 1 + 3 + 1 + 2) + (7 + 1 + 1)
+        bookmarks_sharded::sharding::budget::total_max_connections(&s.topology),
+        // Each of the four servers adds one liveness session; each primary its leader
+        // session; a shard with a replica the replay poller's session on both of its
+        // servers.
+        4 + 5 + (7 + 1 + 3 + 2) + (7 + 1)
     );
 }
 
@@ -557,8 +558,13 @@ fn directory_settings_have_defaults_and_environment_overrides() {
         s.topology.directory_cache_ttl,
         std::time::Duration::from_millis(1500)
     );
-    // The listener's and the control liveness session's connections count toward the budget.
-    assert_eq!(s.topology.total_max_connections(), 8 + 2 + (8 + 1 + 1));
+    // The listener's connection counts toward the budget, beside each server's liveness
+    // session: control's server (liveness, pool, listener), the shard's (liveness, pool,
+    // the reindexer leader's lock).
+    assert_eq!(
+        bookmarks_sharded::sharding::budget::total_max_connections(&s.topology),
+        (1 + 8 + 1) + (1 + 8 + 1)
+    );
     let p = load_env(
         &format!("{CONTROL}{}", shard("a", None)),
         &[("AUTUMN_SHARDING__DIRECTORY_ROUTER", "yes")],

@@ -269,47 +269,50 @@ impl Breaker {
             }
         });
     }
+}
 
-    /// One liveness check on the monitor's own connection (opened on demand): a server that
-    /// stops answering trips the breaker even when no request is waiting on it.
-    async fn check(self: &Arc<Self>, live: &mut Liveness) {
-        if self.is_open() {
-            // The recovery task owns the server until it answers; a session from before the
-            // outage is not trusted.
-            *live = Liveness::default();
-            return;
+/// One liveness check of a server, for every closed breaker that guards it, on the
+/// monitor's own connection (opened on demand through the first of them): a server that
+/// stops answering trips them even when no request is waiting on it. Open breakers are
+/// their recovery tasks' until the server answers again.
+async fn check_server(breakers: &[Arc<Breaker>], live: &mut Liveness) {
+    let closed: Vec<&Arc<Breaker>> = breakers.iter().filter(|b| !b.is_open()).collect();
+    let Some(first) = closed.first() else {
+        // A session from before the outage is not trusted.
+        *live = Liveness::default();
+        return;
+    };
+    let began = Instant::now();
+    let outcome = match live.session.as_mut() {
+        Some(conn) => tokio::time::timeout(first.probe_timeout, ping(conn))
+            .await
+            .unwrap_or(Err(Miss::TimedOut("liveness check timed out"))),
+        None => first.connect().await.map(|conn| {
+            live.session = Some(conn);
+        }),
+    };
+    let Err(miss) = outcome else {
+        live.misses = 0;
+        closed.iter().for_each(|b| b.answered());
+        return;
+    };
+    live.session = None;
+    // Silent only if the server answered none of the shards it holds meanwhile.
+    if !closed.iter().all(|b| b.silent(&miss, began)) {
+        live.misses = 0;
+        return;
+    }
+    // A refused connection is proof at once; a silent timeout only when it repeats.
+    let proven = match miss {
+        Miss::Failed(_) => true,
+        Miss::TimedOut(_) => {
+            live.misses += 1;
+            live.misses >= LIVENESS_MISSES
         }
-        let began = Instant::now();
-        let outcome = match live.session.as_mut() {
-            Some(conn) => tokio::time::timeout(self.probe_timeout, ping(conn))
-                .await
-                .unwrap_or(Err(Miss::TimedOut("liveness check timed out")))
-                .map(|()| self.answered()),
-            None => self.connect().await.map(|conn| {
-                live.session = Some(conn);
-            }),
-        };
-        let Err(miss) = outcome else {
-            live.misses = 0;
-            return;
-        };
-        live.session = None;
-        if !self.silent(&miss, began) {
-            live.misses = 0;
-            return;
-        }
-        // A refused connection is proof at once; a silent timeout only when it repeats.
-        let proven = match miss {
-            Miss::Failed(_) => true,
-            Miss::TimedOut(_) => {
-                live.misses += 1;
-                live.misses >= LIVENESS_MISSES
-            }
-        };
-        if proven {
-            live.misses = 0;
-            self.trip(miss.reason());
-        }
+    };
+    if proven {
+        live.misses = 0;
+        closed.iter().for_each(|b| b.trip(miss.reason()));
     }
 }
 
@@ -338,26 +341,43 @@ async fn ping(conn: &mut AsyncPgConnection) -> Result<(), Miss> {
         .map_err(|_| Miss::Failed("liveness check failed"))
 }
 
-/// Checks each breaker's server every `every` on a connection of its own, so that every web
-/// replica notices a silent server by itself, whether or not a request has been sent there:
-/// within two checks (each `every` plus the probe timeout) when nothing else answers.
+/// Checks each server every `every` on a connection of its own, so that every web replica
+/// notices a silent server by itself, whether or not a request has been sent there: within
+/// two checks (each `every` plus the probe timeout) when nothing else answers. One check
+/// and one session per server (`host:port`), however many of its databases have breakers:
+/// silence is the server's, and a fleet of logical shards on a few servers must not cost a
+/// session and a query a second for each shard.
 pub fn spawn_liveness_monitor(
     breakers: Vec<Arc<Breaker>>,
     every: Duration,
 ) -> tokio::task::JoinHandle<()> {
+    let servers = by_server(breakers);
     tokio::spawn(async move {
-        let mut live: Vec<Liveness> = breakers.iter().map(|_| Liveness::default()).collect();
+        let mut live: Vec<Liveness> = servers.iter().map(|_| Liveness::default()).collect();
         let mut tick = tokio::time::interval(every);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tick.tick().await;
-            let checks = breakers
+            let checks = servers
                 .iter()
                 .zip(live.iter_mut())
-                .map(|(breaker, live)| breaker.check(live));
+                .map(|(group, live)| check_server(group, live));
             futures::future::join_all(checks).await;
         }
     })
+}
+
+/// The breakers of each server (`host:port`), in the order the servers first appear.
+fn by_server(breakers: Vec<Arc<Breaker>>) -> Vec<Vec<Arc<Breaker>>> {
+    let mut servers: Vec<(String, Vec<Arc<Breaker>>)> = Vec::new();
+    for breaker in breakers {
+        let server = breaker.url.server();
+        match servers.iter_mut().find(|(s, _)| *s == server) {
+            Some((_, group)) => group.push(breaker),
+            None => servers.push((server, vec![breaker])),
+        }
+    }
+    servers.into_iter().map(|(_, group)| group).collect()
 }
 
 #[cfg(test)]

@@ -96,7 +96,7 @@ fn only_a_failed_or_timed_out_connect_says_the_server_is_unreachable() {
 async fn a_refused_liveness_check_opens_the_breaker_at_once() {
     let breaker = breaker_on(refused_port());
     let mut live = Liveness::default();
-    breaker.check(&mut live).await;
+    check_server(std::slice::from_ref(&breaker), &mut live).await;
     assert!(breaker.is_open());
 }
 
@@ -105,13 +105,13 @@ async fn a_silent_server_opens_the_breaker_on_the_second_timed_out_check_in_a_ro
     let (port, server) = silent_server().await;
     let breaker = breaker_on(port);
     let mut live = Liveness::default();
-    breaker.check(&mut live).await;
+    check_server(std::slice::from_ref(&breaker), &mut live).await;
     assert!(
         !breaker.is_open(),
         "one slow check on a busy machine is not silence"
     );
     assert_eq!(live.misses, 1);
-    breaker.check(&mut live).await;
+    check_server(std::slice::from_ref(&breaker), &mut live).await;
     assert!(breaker.is_open());
     assert_eq!(live.misses, 0, "counting starts again after a trip");
     server.abort();
@@ -133,10 +133,52 @@ async fn timed_out_checks_of_a_server_that_answers_others_never_open_the_breaker
     };
     let mut live = Liveness::default();
     for _ in 0..3 {
-        breaker.check(&mut live).await;
+        check_server(std::slice::from_ref(&breaker), &mut live).await;
         assert_eq!(live.misses, 0);
     }
     assert!(!breaker.is_open());
     answering.abort();
     server.abort();
+}
+
+#[tokio::test]
+async fn one_check_serves_every_database_of_a_server_and_a_refusal_opens_all_their_breakers() {
+    let port = refused_port();
+    let shards = [breaker_on(port), breaker_on(port)];
+    let mut live = Liveness::default();
+    check_server(&shards, &mut live).await;
+    assert!(shards.iter().all(|b| b.is_open()));
+}
+
+#[tokio::test]
+async fn a_server_that_answers_one_of_its_shards_is_not_silent_for_the_others() {
+    let (port, server) = silent_server().await;
+    let shards = [breaker_on(port), breaker_on(port)];
+    // The second shard's requests keep getting answers while the checks time out.
+    let answering = {
+        let other = Arc::clone(&shards[1]);
+        tokio::spawn(async move {
+            loop {
+                other.answered();
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        })
+    };
+    let mut live = Liveness::default();
+    for _ in 0..3 {
+        check_server(&shards, &mut live).await;
+        assert_eq!(live.misses, 0);
+    }
+    assert!(shards.iter().all(|b| !b.is_open()));
+    answering.abort();
+    server.abort();
+}
+
+#[test]
+fn the_monitor_groups_breakers_by_server_so_each_server_is_checked_once() {
+    let (a, b) = (refused_port(), refused_port());
+    let breakers: Vec<_> = [a, b, a, a].into_iter().map(breaker_on).collect();
+    let groups = by_server(breakers);
+    let sizes: Vec<usize> = groups.iter().map(Vec::len).collect();
+    assert_eq!(sizes, [3, 1], "in the order each server first appears");
 }
