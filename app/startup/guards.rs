@@ -11,7 +11,7 @@ use crate::admin::AdminToken;
 use crate::configuration::secret::{self, GeneratedSecret, Secret};
 use crate::configuration::{AuthMode, Settings};
 use crate::pg::control::ControlLookups;
-use crate::pg::pool::PgPool;
+use crate::pg::pool::{CheckoutError, PgPool};
 use crate::sharding::budget::{self, Verdict};
 use crate::sharding::row_security::{APP_ROLE, Acting, acting};
 use crate::sharding::{ShardSet, Topology};
@@ -43,16 +43,28 @@ pub(super) async fn refuse_privileged_control(
     judge("control database", ask_acting(control, bound).await, allow)
 }
 
-async fn ask_acting(pool: &PgPool, bound: std::time::Duration) -> Result<Acting, String> {
-    tokio::time::timeout(bound, async {
-        let mut conn = pool.get().await.map_err(|e| e.to_string())?;
-        acting(&mut conn).await.map_err(|e| e.to_string())
-    })
-    .await
-    .unwrap_or_else(|_| Err("no answer".to_owned()))
+/// Why the role a database's connections act as could not be asked (logged, not fatal:
+/// that database's readiness says what is wrong with it).
+#[derive(Debug, thiserror::Error)]
+enum NotAsked {
+    #[error(transparent)]
+    Checkout(#[from] CheckoutError),
+    #[error(transparent)]
+    Query(#[from] diesel::result::Error),
+    #[error("no answer within {0:?}")]
+    NoAnswer(std::time::Duration),
 }
 
-fn judge(what: &str, asked: Result<Acting, String>, allow: bool) -> anyhow::Result<()> {
+async fn ask_acting(pool: &PgPool, bound: std::time::Duration) -> Result<Acting, NotAsked> {
+    tokio::time::timeout(bound, async {
+        let mut conn = pool.get().await?;
+        Ok(acting(&mut conn).await?)
+    })
+    .await
+    .unwrap_or(Err(NotAsked::NoAnswer(bound)))
+}
+
+fn judge(what: &str, asked: Result<Acting, NotAsked>, allow: bool) -> anyhow::Result<()> {
     let acting = match asked {
         Ok(acting) => acting,
         Err(e) => {
