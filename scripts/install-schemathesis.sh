@@ -4,22 +4,11 @@
 # package is touched. Does nothing when that version is there already. The tests find it
 # at the path printed (or at $BOOKMARKS_SCHEMATHESIS).
 set -euo pipefail
+. "$(dirname "$0")/lib/venv.sh"
 VERSION=4.32.5
 VENV="${SCHEMATHESIS_VENV:-$HOME/.cache/bookmarks-sharded/schemathesis}"
-if [ -x "$VENV/bin/st" ] && "$VENV/bin/st" --version 2>/dev/null | grep -q "$VERSION"; then
-    echo "install-schemathesis: schemathesis $VERSION present at $VENV/bin/st"
-    exit 0
+if pinned_venv "$VENV" schemathesis "$VERSION"; then
+	echo "install-schemathesis: $("$VENV/bin/st" --version) installed at $VENV/bin/st"
+else
+	echo "install-schemathesis: schemathesis $VERSION present at $VENV/bin/st"
 fi
-PYTHON="$(command -v python3 || true)"
-if [ -z "$PYTHON" ] || ! "$PYTHON" -c 'import venv, ensurepip' 2>/dev/null; then
-    # Debian's python3 needs python3-venv for virtual environments.
-    SUDO=""
-    if [ "$(id -u)" != 0 ]; then SUDO=sudo; fi
-    $SUDO apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq python3 python3-venv >/dev/null
-    PYTHON="$(command -v python3)"
-fi
-rm -rf "$VENV"
-"$PYTHON" -m venv "$VENV"
-"$VENV/bin/pip" install --quiet --disable-pip-version-check "schemathesis==$VERSION"
-echo "install-schemathesis: $("$VENV/bin/st" --version) installed at $VENV/bin/st"

@@ -620,15 +620,7 @@ async fn a_replica_stays_in_its_balancer_while_a_newer_release_migrates_the_cont
     )
     .await;
     let told = eventually(Duration::from_secs(10), || async {
-        let body: Value = app
-            .get("/ready")
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        body["components"]["db:control"]["details"]["primary"]
+        app.json("/ready").await["components"]["db:control"]["details"]["primary"]
             .as_str()
             .is_some_and(|d| d.contains("newer schema"))
     })
