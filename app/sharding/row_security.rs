@@ -72,13 +72,21 @@ fn act_as_if_created(role: &str) -> String {
     format!("SELECT set_config('role', rolname, false) FROM pg_roles WHERE rolname = '{role}'")
 }
 
-/// The statement a pooled shard connection runs when it is opened: act as [`APP_ROLE`].
+/// The statement a pooled shard or control connection runs when it is opened: act as
+/// [`APP_ROLE`] once this database's migrations have granted it. The role's existence is
+/// not enough: roles belong to the server, so another database there (a shard migrated
+/// first, or the control database) may have created it while this one is not migrated, and
+/// acting as it here would be refused every table. Until then the connection keeps the
+/// login's role, and readiness says migrations are pending.
 pub fn run_as_app_role() -> String {
-    act_as_if_created(APP_ROLE)
+    format!(
+        "SELECT set_config('role', rolname, false) FROM pg_roles WHERE rolname = '{APP_ROLE}' \
+         AND has_table_privilege(oid, to_regclass('__diesel_schema_migrations'), 'SELECT')"
+    )
 }
 
 /// A pool of `size` on the control database whose connections act as [`APP_ROLE`] once the
-/// control migrations have created it: every runtime path (the web servers, the worker, the
+/// control migrations have granted it ([`run_as_app_role`]): every runtime path (the web servers, the worker, the
 /// mover, operator commands) but `migrate`, which changes the schema as its login.
 pub fn control_pool(topology: &Topology, size: u32) -> Result<PgPool, PoolBuildError> {
     build_pool(
@@ -112,16 +120,18 @@ pub struct Acting {
     /// policies no more than advice.
     #[diesel(sql_type = Bool)]
     pub privileged: bool,
-    /// Whether the server has [`APP_ROLE`] (the shard's migrations created it).
+    /// Whether this database's migrations have granted [`APP_ROLE`] what it needs here.
     #[diesel(sql_type = Bool)]
-    pub app_role_exists: bool,
+    pub app_role_granted: bool,
 }
 
 /// What the role `conn` acts as may do.
 pub async fn acting(conn: &mut AsyncPgConnection) -> diesel::QueryResult<Acting> {
     diesel::sql_query(format!(
         "SELECT rolsuper OR rolbypassrls AS privileged, \
-         EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '{APP_ROLE}') AS app_role_exists \
+         EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '{APP_ROLE}' \
+         AND has_table_privilege(oid, to_regclass('__diesel_schema_migrations'), 'SELECT')) \
+         AS app_role_granted \
          FROM pg_roles WHERE rolname = current_user"
     ))
     .get_result(conn)

@@ -75,7 +75,7 @@ fn judge(what: &str, asked: Result<Acting, NotAsked>, allow: bool) -> anyhow::Re
     if !acting.privileged {
         return Ok(());
     }
-    if !acting.app_role_exists {
+    if !acting.app_role_granted {
         tracing::warn!(
             database = what,
             "not migrated: its connections act as the login's role until it is and this server restarts"

@@ -294,6 +294,30 @@ async fn control_connections_act_as_the_app_role_which_writes_rows_but_changes_n
         );
     }
 
+    // A control database not migrated yet is worked as the login, even where another
+    // database on the same server has created the role already: acting as it there would be
+    // refused every table.
+    let (port, db) = &l.control;
+    let bare = format!("{db}_bare");
+    create_database(*port, &bare).await;
+    let mut unmigrated = l.settings().topology.clone();
+    unmigrated.control_url = bookmarks_sharded::pg::db_url::DbUrl::parse(
+        &unmigrated
+            .control_url
+            .expose()
+            .replace(&format!("/{db}"), &format!("/{bare}")),
+    )
+    .unwrap();
+    let pool = row_security::control_pool(&unmigrated, 1).unwrap();
+    let role: Role = diesel::sql_query(
+        "SELECT current_user::text AS name, rolsuper OR rolbypassrls AS privileged \
+         FROM pg_roles WHERE rolname = current_user",
+    )
+    .get_result(&mut pool.get().await.unwrap())
+    .await
+    .unwrap();
+    assert_ne!(role.name, row_security::APP_ROLE);
+
     // And the running app says so.
     let app = TestApp::spawn(l.settings(), "control-role").await;
     let ready = app.json("/ready").await;
