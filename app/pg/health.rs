@@ -10,6 +10,7 @@ use diesel::sql_types::{Bool, Text};
 use diesel_async::RunQueryDsl;
 
 use super::pool::PgPool;
+use super::roles::PRIVILEGED;
 
 /// The outcome of probing one database.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -88,10 +89,10 @@ async fn probe_inner(
         tracing::debug!(error = %e, "health probe: prelude failed");
         return Probe::down("query failed");
     }
-    let recovery: Result<RecoveryRow, _> = diesel::sql_query(
+    let recovery: Result<RecoveryRow, _> = diesel::sql_query(format!(
         "SELECT pg_is_in_recovery() AS in_recovery, current_user::text AS acting_as, \
-         rolsuper OR rolbypassrls AS privileged FROM pg_roles WHERE rolname = current_user",
-    )
+         {PRIVILEGED} AS privileged"
+    ))
     .get_result(&mut conn)
     .await;
     let acting = match &recovery {

@@ -11,6 +11,7 @@
 //! - [`bounded`]: one piece of work on a server under one time bound;
 //! - [`answer_cache`]: a small cache of answers with a time to live;
 //! - [`quote`]: SQL literals and identifiers, for the few places parameters cannot go;
+//! - [`roles`]: whether a session's role is exempt from row-level security, or granted here;
 //! - [`health`]: probes that a server answers, has the role expected and the migrations
 //!   this build embeds.
 
@@ -25,5 +26,6 @@ pub mod limits;
 pub mod listener;
 pub mod pool;
 pub mod quote;
+pub mod roles;
 
 pub use db_url::DbUrl;

@@ -18,6 +18,7 @@ use diesel_async::{AsyncPgConnection, RunQueryDsl};
 use super::Topology;
 use crate::pg::pool::{PgPool, PoolBuildError, Pooled, build_pool};
 use crate::pg::quote::literal;
+use crate::pg::roles::{PRIVILEGED, act_as_where_granted, granted_here};
 
 /// What a tenant's statements run as: the rows of the declared tenant only.
 pub const APP_ROLE: &str = "bookmarks_app";
@@ -65,29 +66,18 @@ pub async fn declare(conn: &mut Pooled, scope: RowScope<'_>) -> diesel::QueryRes
     conn.settle(&scope.statement()).await
 }
 
-/// Switches to `role` if the shard's migrations have created it. A shard not yet migrated
-/// has no tenant rows to protect and its readiness says so; a session opened then keeps the
-/// login's role, which [`acting`] reports.
-fn act_as_if_created(role: &str) -> String {
-    format!("SELECT set_config('role', rolname, false) FROM pg_roles WHERE rolname = '{role}'")
-}
-
 /// The statement a pooled shard or control connection runs when it is opened: act as
-/// [`APP_ROLE`] once this database's migrations have granted it. The role's existence is
-/// not enough: roles belong to the server, so another database there (a shard migrated
-/// first, or the control database) may have created it while this one is not migrated, and
-/// acting as it here would be refused every table. Until then the connection keeps the
+/// [`APP_ROLE`] once this database's migrations have granted it
+/// ([`granted_here`](crate::pg::roles::granted_here)). Until then the connection keeps the
 /// login's role, and readiness says migrations are pending.
 pub fn run_as_app_role() -> String {
-    format!(
-        "SELECT set_config('role', rolname, false) FROM pg_roles WHERE rolname = '{APP_ROLE}' \
-         AND has_table_privilege(oid, to_regclass('__diesel_schema_migrations'), 'SELECT')"
-    )
+    act_as_where_granted(APP_ROLE)
 }
 
 /// A pool of `size` on the control database whose connections act as [`APP_ROLE`] once the
-/// control migrations have granted it ([`run_as_app_role`]): every runtime path (the web servers, the worker, the
-/// mover, operator commands) but `migrate`, which changes the schema as its login.
+/// control migrations have granted it ([`run_as_app_role`]): every runtime path (the web
+/// servers, the worker, the mover, operator commands) but `migrate`, which changes the
+/// schema as its login.
 pub fn control_pool(topology: &Topology, size: u32) -> Result<PgPool, PoolBuildError> {
     build_pool(
         &topology.control_url,
@@ -103,14 +93,14 @@ pub fn control_pool(topology: &Topology, size: u32) -> Result<PgPool, PoolBuildE
 pub fn probe_session() -> String {
     format!(
         "{}; SELECT set_config('app.tenant_id', '', false)",
-        act_as_if_created(APP_ROLE)
+        act_as_where_granted(APP_ROLE)
     )
 }
 
 /// What a session of its own that works a whole shard (outside the pools: a reindexer, the
-/// feed's purge) runs first: act as [`WORKER_ROLE`].
+/// feed's purge) runs first: act as [`WORKER_ROLE`] where this shard's migrations granted it.
 pub fn worker_session() -> String {
-    act_as_if_created(WORKER_ROLE)
+    act_as_where_granted(WORKER_ROLE)
 }
 
 /// The role a connection acts as, as far as tenant isolation is concerned.
@@ -128,11 +118,9 @@ pub struct Acting {
 /// What the role `conn` acts as may do.
 pub async fn acting(conn: &mut AsyncPgConnection) -> diesel::QueryResult<Acting> {
     diesel::sql_query(format!(
-        "SELECT rolsuper OR rolbypassrls AS privileged, \
-         EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '{APP_ROLE}' \
-         AND has_table_privilege(oid, to_regclass('__diesel_schema_migrations'), 'SELECT')) \
-         AS app_role_granted \
-         FROM pg_roles WHERE rolname = current_user"
+        "SELECT {PRIVILEGED} AS privileged, \
+         EXISTS (SELECT 1 FROM pg_roles WHERE {}) AS app_role_granted",
+        granted_here(APP_ROLE)
     ))
     .get_result(conn)
     .await
