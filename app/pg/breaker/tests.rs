@@ -24,13 +24,23 @@ fn refused_port() -> u16 {
 async fn silent_server() -> (u16, tokio::task::JoinHandle<()>) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
-    let task = tokio::spawn(async move {
+    (port, serve_silently(listener, || {}))
+}
+
+/// Accepts connections on `listener` and never says a word, running `meanwhile` each time
+/// it accepts one: an event that happens while a check of it is underway, whatever the
+/// machine's load.
+fn serve_silently(
+    listener: tokio::net::TcpListener,
+    meanwhile: impl Fn() + Send + 'static,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
         let mut held = Vec::new();
         while let Ok((socket, _)) = listener.accept().await {
+            meanwhile();
             held.push(socket);
         }
-    });
-    (port, task)
+    })
 }
 
 #[tokio::test]
@@ -119,25 +129,19 @@ async fn a_silent_server_opens_the_breaker_on_the_second_timed_out_check_in_a_ro
 
 #[tokio::test]
 async fn timed_out_checks_of_a_server_that_answers_others_never_open_the_breaker() {
-    let (port, server) = silent_server().await;
-    let breaker = breaker_on(port);
-    // Other sessions keep getting answers while the checks time out.
-    let answering = {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let breaker = breaker_on(listener.local_addr().unwrap().port());
+    // Another session gets an answer while each check waits on its silent connection.
+    let server = serve_silently(listener, {
         let breaker = Arc::clone(&breaker);
-        tokio::spawn(async move {
-            loop {
-                breaker.answered();
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-        })
-    };
+        move || breaker.answered()
+    });
     let mut live = Liveness::default();
     for _ in 0..3 {
         check_server(std::slice::from_ref(&breaker), &mut live).await;
         assert_eq!(live.misses, 0);
     }
     assert!(!breaker.is_open());
-    answering.abort();
     server.abort();
 }
 
@@ -152,25 +156,21 @@ async fn one_check_serves_every_database_of_a_server_and_a_refusal_opens_all_the
 
 #[tokio::test]
 async fn a_server_that_answers_one_of_its_shards_is_not_silent_for_the_others() {
-    let (port, server) = silent_server().await;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
     let shards = [breaker_on(port), breaker_on(port)];
-    // The second shard's requests keep getting answers while the checks time out.
-    let answering = {
+    // The second shard's requests get an answer while each check waits on its silent
+    // connection.
+    let server = serve_silently(listener, {
         let other = Arc::clone(&shards[1]);
-        tokio::spawn(async move {
-            loop {
-                other.answered();
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-        })
-    };
+        move || other.answered()
+    });
     let mut live = Liveness::default();
     for _ in 0..3 {
         check_server(&shards, &mut live).await;
         assert_eq!(live.misses, 0);
     }
     assert!(shards.iter().all(|b| !b.is_open()));
-    answering.abort();
     server.abort();
 }
 
