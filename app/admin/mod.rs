@@ -2,10 +2,10 @@
 //! a glance, the slot map, a browse across shards, tenant lookup and placement.
 //!
 //! Mounted only when `ADMIN_TOKEN` is set, behind [`auth::require`]. Reads go through
-//! [`CrossShard`](crate::sharding::cross_shard::CrossShard) (read-only, bounded, and honest
-//! about which shards answered); the only write is placement, through the same `Placer` rules as `bookmarks pin`. It draws on
-//! what the other features keep in this process (search lag, job counts, the busiest
-//! tenants), all handed to it in an [`AdminState`].
+//! [`CrossShard`](crate::sharding::cross_shard::CrossShard) (read-only, bounded, and honest about
+//! which shards answered); the only write is placement, through the same `Placer` rules as
+//! `bookmarks pin`. It draws on what the other features keep in this process (search lag, job
+//! counts, the busiest tenants), all handed to it in an [`AdminState`].
 
 mod api;
 pub mod auth;

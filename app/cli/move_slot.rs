@@ -38,7 +38,8 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Show what would move (tenants, rows per table on both shards, current routes); changes nothing.
+    /// Show what would move (tenants, rows per table on both shards, current routes); changes
+    /// nothing.
     Plan(Target),
     /// Step 1: capture the tenants' writes, bulk-copy their rows, catch up. They stay writable.
     Copy(Target),

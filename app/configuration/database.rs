@@ -1,5 +1,6 @@
-//! `[database]` and `[sharding]` validated into a [`Topology`]. Validation reports every problem it finds at once, each naming the shard
-//! and slots involved, because a topology is usually edited in a hurry during an incident.
+//! `[database]` and `[sharding]` validated into a [`Topology`]. Validation reports every problem it
+//! finds at once, each naming the shard and slots involved, because a topology is usually edited in
+//! a hurry during an incident.
 
 use std::collections::BTreeMap;
 use std::time::Duration;

@@ -24,11 +24,11 @@
 //! refused write waits for the fence to lift and is sent again (`sharding::move_wait`).
 //!
 //! Range moves (`--slots`) run the same steps over slot ranges instead of named tenants
-//! ([`scope`]): the source's slot guard ([`slot_guard`]) captures, fences and finally
-//! refuses every key of the ranges (new tenants included), under one table lock rather
-//! than a lock per tenant, and the flip is one entry in the live slot map. Moves are rows in the control database's
-//! `tenant_moves`; every step is idempotent, so a killed move is resumed or aborted.
-//! This module knows tables only as [`TenantTable`](crate::sharding::tenant_rows::TenantTable)s.
+//! ([`scope`]): the source's slot guard ([`slot_guard`]) captures, fences and finally refuses every
+//! key of the ranges (new tenants included), under one table lock rather than a lock per tenant,
+//! and the flip is one entry in the live slot map. Moves are rows in the control database's
+//! `tenant_moves`; every step is idempotent, so a killed move is resumed or aborted. This module
+//! knows tables only as [`TenantTable`](crate::sharding::tenant_rows::TenantTable)s.
 
 pub mod checksum;
 mod conn;

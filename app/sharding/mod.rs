@@ -1,7 +1,7 @@
 //! The sharding layer: how a routing key finds its Postgres shard.
 //!
-//! `key ──hash──▶ slot (0..16384) ──slot map──▶ shard`. Read bottom-up, each module uses
-//! only those above it in this list:
+//! `key ──hash──▶ slot (0..16384) ──slot map──▶ shard`. Read bottom-up, each module uses only those
+//! above it in this list:
 //! - [`slot`] and [`slot_range`]: the hash, a permanent contract, and slot ranges;
 //! - [`shard_name`], [`topology`]: configuration, validated on construction;
 //! - [`move_wait`]: how a write refused by a move's fence waits for it to lift;
@@ -22,10 +22,10 @@
 //!   every caller's statements reach it: checkout, deadlines, waiting out a move's fence,
 //!   following a departed tenant.
 //!
-//! The generic Postgres plumbing every shard's servers use (pools, circuit breakers,
-//! statement deadlines, URLs, LISTEN sessions, probes) lives a layer below, in
-//! [`crate::pg`]. Nothing here knows what a bookmark is: tools that copy or count a tenant's rows get its
-//! tables as [`tenant_rows::TenantTable`]s.
+//! The generic Postgres plumbing every shard's servers use (pools, circuit breakers, statement
+//! deadlines, URLs, LISTEN sessions, probes) lives a layer below, in [`crate::pg`]. Nothing here
+//! knows what a bookmark is: tools that copy or count a tenant's rows get its tables as
+//! [`tenant_rows::TenantTable`]s.
 //!
 //! Why `_autumn_`: the sharding framework's own tables (`_autumn_shard_directory` and
 //! `_autumn_slot_map` on the control database, `_autumn_tenant_guard`, `_autumn_slot_guard`,

@@ -68,11 +68,11 @@ impl ShardError {
         }
     }
 
-    /// Classifies a query error: a lost connection means the shard went away mid-request
-    /// (and a write's outcome is then unknown); the tenant guard's refusals say the tenant
-    /// is moving or has moved. `lost` says the connection died with the error (see
-    /// [`ShardConn::lost_after`](super::access::ShardConn::lost_after)): a server shutting down answers the statement it cuts
-    /// with an error of its own before it closes the connection.
+    /// Classifies a query error: a lost connection means the shard went away mid-request (and a
+    /// write's outcome is then unknown); the tenant guard's refusals say the tenant is moving or
+    /// has moved. `lost` says the connection died with the error (see
+    /// [`ShardConn::lost_after`](super::access::ShardConn::lost_after)): a server shutting down
+    /// answers the statement it cuts with an error of its own before it closes the connection.
     pub fn from_query(
         shard: &str,
         intent: Intent,

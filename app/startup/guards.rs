@@ -1,6 +1,6 @@
-//! What a server must be sure of before it serves: that tenant isolation holds on every
-//! shard it reaches and no connection acts as a superuser, and which secrets it signs and checks with (the generated ones read from
-//! the control database).
+//! What a server must be sure of before it serves: that tenant isolation holds on every shard it
+//! reaches and no connection acts as a superuser, and which secrets it signs and checks with (the
+//! generated ones read from the control database).
 
 use std::sync::Arc;
 

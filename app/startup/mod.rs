@@ -240,8 +240,8 @@ impl Application {
     }
 
     /// Starts what runs beside the requests: the replay pollers, the idle pools' reaper, the
-    /// replica and liveness monitors, the metrics upkeep, the directory listener (with directory routing), and when enabled the
-    /// reindexers and the job worker. They run until aborted.
+    /// replica and liveness monitors, the metrics upkeep, the directory listener (with directory
+    /// routing), and when enabled the reindexers and the job worker. They run until aborted.
     fn spawn_tasks(&self) -> Vec<tokio::task::JoinHandle<()>> {
         let b = &self.background;
         let (set, replicas) = b.shards.shared();

@@ -21,7 +21,8 @@ pub const DEFAULT_READY_MAX_AGE: Duration = Duration::from_secs(1);
 /// See [`ServeOptions::drain`]: nginx's upstream `keepalive_timeout` is 2 s.
 pub const DEFAULT_DRAIN: Duration = Duration::from_secs(3);
 
-/// How the server is run (as opposed to what it talks to, which is [`Settings`](crate::configuration::Settings)).
+/// How the server is run (as opposed to what it talks to, which is
+/// [`Settings`](crate::configuration::Settings)).
 #[derive(Debug, Clone)]
 pub struct ServeOptions {
     /// Address to bind; port 0 picks a free port (tests).

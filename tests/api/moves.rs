@@ -481,8 +481,9 @@ pub(crate) struct Acknowledged {
     pub(crate) unexpected: Vec<String>,
 }
 
-/// Creates, updates and deletes its own bookmarks of `tenant` through the apps in turn
-/// until `stop`, some of them in batches; a refusal must be a 503 with Retry-After that says the tenant is moving.
+/// Creates, updates and deletes its own bookmarks of `tenant` through the apps in turn until
+/// `stop`, some of them in batches; a refusal must be a 503 with Retry-After that says the tenant
+/// is moving.
 pub(crate) async fn writer(
     apps: Arc<Vec<TestApp>>,
     tenant: String,

@@ -1,9 +1,9 @@
-//! End to end through nginx on the real compose stack: two web replicas, control, shard0
-//! with its streaming replica, shard1. Runs the quick start and the walkthrough, checks placement in the
-//! shard containers, stops a shard, freezes (pauses) a shard primary, a replica and the
-//! control database, restarts both web replicas and the worker and adds a third shard
-//! (docs/deploys.md, "Adding a shard") under a mixed load that must see no failed request, stops
-//! and kills a web replica under read load, and tears everything down.
+//! End to end through nginx on the real compose stack: two web replicas, control, shard0 with its
+//! streaming replica, shard1. Runs the quick start and the walkthrough, checks placement in the
+//! shard containers, stops a shard, freezes (pauses) a shard primary, a replica and the control
+//! database, restarts both web replicas and the worker and adds a third shard (docs/deploys.md,
+//! "Adding a shard") under a mixed load that must see no failed request, stops and kills a web
+//! replica under read load, and tears everything down.
 //!
 //! `BOOKMARKS_STACK_OFFLINE=1` adds docker-compose.offline.yml (local stand-in images, built
 //! by scripts/build-offline-images.sh, and the app image built from the Dockerfile by

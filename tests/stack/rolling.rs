@@ -175,8 +175,8 @@ async fn held_creates_across_a_sigterm(stack: &Stack) {
 }
 
 /// The whole check: a replica's SIGTERM with requests in flight, then, under load, the
-/// docs/deploys.md's "Adding a shard" (a full rolling restart and a range move onto shard2), then the
-/// load's verdict and a look at shard2.
+/// docs/deploys.md's "Adding a shard" (a full rolling restart and a range move onto shard2), then
+/// the load's verdict and a look at shard2.
 pub async fn deploys_and_a_third_shard_fail_no_request(stack: &Stack) {
     // Before the load: the held creates lock shard1's table for 6 s, long enough for the
     // shard's query deadline to refuse the load's writes there, which is no roll's doing.

@@ -57,7 +57,8 @@ pub struct ListParams {
 }
 
 impl ListParams {
-    /// Checks the page parameters; blank `tag`/`q`/`cursor` mean "not given" (HTML forms send them).
+    /// Checks the page parameters; blank `tag`/`q`/`cursor` mean "not given" (HTML forms send
+    /// them).
     pub fn parse(self) -> Result<ListQuery, ApiError> {
         let limit = self.limit.unwrap_or(DEFAULT_PAGE);
         if !(1..=MAX_PAGE).contains(&limit) {

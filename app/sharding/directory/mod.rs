@@ -1,11 +1,11 @@
 //! The directory router: per-tenant placement that operators and tools change at runtime.
 //!
-//! A row in the control database's `_autumn_shard_directory` table places a tenant on a
-//! shard; tenants without a row fall through to the config pins and then the hash
-//! (directory → pin → hash). Lookups, rows and their absence alike, are cached per process
-//! for a TTL; the control [`listener`](crate::pg::listener) evicts a key the moment its row changes (Postgres
-//! delivers the trigger's NOTIFY at commit), and flushes everything when it reconnects,
-//! because notifications sent while it was away are lost.
+//! A row in the control database's `_autumn_shard_directory` table places a tenant on a shard;
+//! tenants without a row fall through to the config pins and then the hash (directory → pin →
+//! hash). Lookups, rows and their absence alike, are cached per process for a TTL; the control
+//! [`listener`](crate::pg::listener) evicts a key the moment its row changes (Postgres delivers the
+//! trigger's NOTIFY at commit), and flushes everything when it reconnects, because notifications
+//! sent while it was away are lost.
 //!
 //! When the control database cannot be reached, cached entries keep serving past their TTL
 //! (the directory cannot change while nobody can reach it), and a tenant with nothing cached
