@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use super::login::Login;
 use super::raw::{RawDatabase, RawSharding};
 use super::slots::resolve_slots;
 use crate::pg::db_url::{DbUrl, DbUrlError};
@@ -228,6 +229,22 @@ pub fn topology(db: &RawDatabase, sharding: &RawSharding) -> Result<Topology, Ve
              (it is {control_pool_size}): routing checks out a control connection, and a \
              handler that already holds the only one would wait for it forever"
         ));
+    }
+
+    let login = Login::read(db, &mut problems);
+    let control_url =
+        control_url.map(|url| login.apply("[database] primary_url", url, &mut problems));
+    for spec in &mut specs {
+        let what = format!("shard {:?}", spec.name.as_str());
+        spec.primary_url = login.apply(
+            &format!("{what}: primary_url"),
+            spec.primary_url.clone(),
+            &mut problems,
+        );
+        spec.replica_url = spec
+            .replica_url
+            .take()
+            .map(|url| login.apply(&format!("{what}: replica_url"), url, &mut problems));
     }
 
     if !problems.is_empty() {

@@ -8,6 +8,7 @@
 
 mod database;
 mod env;
+mod login;
 pub mod proxies;
 mod raw;
 pub mod secret;

@@ -11,6 +11,10 @@ use serde::Deserialize;
 pub struct RawDatabase {
     /// The control role: framework state, never sharded.
     pub primary_url: Option<String>,
+    /// The login every URL uses, in place of the one it names.
+    pub user: Option<String>,
+    /// A file whose first line is the password every URL uses, in place of its own.
+    pub password_file: Option<String>,
     /// Control pool size.
     pub pool_size: Option<u32>,
     /// Default shard primary pool size.

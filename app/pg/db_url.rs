@@ -103,6 +103,24 @@ impl DbUrl {
         })
     }
 
+    /// This URL with `user` and `password` in place of its own, where given.
+    pub fn with_login(&self, user: Option<&str>, password: Option<&str>) -> DbUrl {
+        let mut url = self.0.clone();
+        // Cannot fail: the URL has a host, checked in `parse`.
+        if let Some(user) = user {
+            let _ = url.set_username(user);
+        }
+        if let Some(password) = password {
+            let _ = url.set_password(Some(password));
+        }
+        DbUrl(url)
+    }
+
+    /// The login the URL names (empty when it names none).
+    pub fn user(&self) -> &str {
+        self.0.username()
+    }
+
     pub fn host(&self) -> &str {
         self.0.host_str().unwrap_or_default()
     }

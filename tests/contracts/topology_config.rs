@@ -173,7 +173,7 @@ fn malformed_and_out_of_range_entries_are_all_reported_with_their_shard() {
 #[test]
 fn duplicate_empty_missing_and_unsafe_shard_names_are_rejected() {
     let text = format!(
-        "{CONTROL}{}{}{}[[database.shards]]\nprimary_url = \"postgres://h/db\"\n{}",
+        "{CONTROL}{}{}{}[[database.shards]]\nprimary_url = \"postgres://u@h/db\"\n{}",
         shard("a", None),
         shard("a", None),
         shard("", None),
@@ -200,7 +200,7 @@ fn duplicate_empty_missing_and_unsafe_shard_names_are_rejected() {
 #[test]
 fn unknown_replica_fallback_values_are_rejected_at_both_levels() {
     let text = format!(
-        "[database]\nprimary_url = \"postgres://h/c\"\nreplica_fallback = \"maybe\"\n{}replica_fallback = \"never\"\n",
+        "[database]\nprimary_url = \"postgres://u@h/c\"\nreplica_fallback = \"maybe\"\n{}replica_fallback = \"never\"\n",
         shard("a", None)
     );
     assert_eq!(
@@ -215,7 +215,7 @@ fn unknown_replica_fallback_values_are_rejected_at_both_levels() {
 #[test]
 fn replica_fallback_defaults_to_the_database_level_value() {
     let text = format!(
-        "[database]\nprimary_url = \"postgres://h/c\"\nreplica_fallback = \"fail_readiness\"\n{}{}replica_fallback = \"primary\"\n",
+        "[database]\nprimary_url = \"postgres://u@h/c\"\nreplica_fallback = \"fail_readiness\"\n{}{}replica_fallback = \"primary\"\n",
         shard("a", None),
         shard("b", None)
     );
@@ -275,7 +275,7 @@ fn missing_and_unparsable_urls_are_rejected_with_their_field() {
 #[test]
 fn a_zero_pool_size_is_rejected() {
     let text = format!(
-        "[database]\nprimary_url = \"postgres://h/c\"\npool_size = 0\n{}primary_pool_size = 0\n",
+        "[database]\nprimary_url = \"postgres://u@h/c\"\npool_size = 0\n{}primary_pool_size = 0\n",
         shard("a", None)
     );
     assert_eq!(
@@ -324,7 +324,7 @@ fn unknown_fields_and_wrong_types_name_their_path() {
 #[test]
 fn total_max_connections_counts_control_primaries_and_only_configured_replicas() {
     let text = format!(
-        "[database]\nprimary_url = \"postgres://h/c\"\npool_size = 5\nprimary_pool_size = 7\nreplica_pool_size = 3\n{}replica_url = \"postgres://r/db\"\n{}",
+        "[database]\nprimary_url = \"postgres://u@h/c\"\npool_size = 5\nprimary_pool_size = 7\nreplica_pool_size = 3\n{}replica_url = \"postgres://u@r/db\"\n{}",
         shard("a", None),
         shard("b", None)
     );
@@ -431,6 +431,40 @@ fn environment_overrides_can_build_a_topology_the_file_does_not_have() {
 }
 
 #[test]
+fn one_configured_login_and_password_file_replace_those_of_every_url() {
+    let dir = tempfile::tempdir().unwrap();
+    let password = dir.path().join("password");
+    std::fs::write(&password, "from-the-file\n").unwrap();
+    let text = format!(
+        "{CONTROL}{}replica_url = \"postgres://h0ro/app\"\n{}",
+        shard("shard0", Some(r#"["0-8191"]"#)),
+        shard("shard1", Some(r#"["8192-16383"]"#))
+    );
+    let s = load_env(
+        &text,
+        &[
+            ("AUTUMN_DATABASE__USER", "bookmarks_web"),
+            ("AUTUMN_DATABASE__PASSWORD_FILE", password.to_str().unwrap()),
+        ],
+    )
+    .unwrap();
+    let t = &s.topology;
+    let mut urls = vec![&t.control_url];
+    for spec in &t.shards {
+        urls.push(&spec.primary_url);
+        urls.extend(spec.replica_url.as_ref());
+    }
+    assert_eq!(urls.len(), 4);
+    for url in urls {
+        assert!(
+            url.expose()
+                .starts_with("postgres://bookmarks_web:from-the-file@"),
+            "{url}"
+        );
+    }
+}
+
+#[test]
 fn bad_environment_values_name_the_variable() {
     let err = load_env(
         TWO_EXPLICIT,
@@ -522,7 +556,7 @@ fn what_a_bad_entry_evidently_meant_is_not_reported_again_as_a_gap() {
 #[test]
 fn directory_routing_needs_a_control_pool_of_at_least_two_connections() {
     let text = format!(
-        "[database]\nprimary_url = \"postgres://h/c\"\npool_size = 1\n[sharding]\ndirectory_router = true\n{}",
+        "[database]\nprimary_url = \"postgres://u@h/c\"\npool_size = 1\n[sharding]\ndirectory_router = true\n{}",
         shard("a", None)
     );
     let p = problems(&text);
