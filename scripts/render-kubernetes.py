@@ -101,12 +101,17 @@ def is_url(var: str) -> bool:
     return var.startswith("AUTUMN_DATABASE__") and var.endswith("_URL")
 
 
+# The compose stack's logins and their password files (docker/postgres/make-secrets.sh):
+# here the Secret's URLs carry the login and password instead.
+COMPOSE_LOGIN = {"AUTUMN_DATABASE__USER", "AUTUMN_DATABASE__PASSWORD_FILE"}
+
+
 def shared_env(compose: Compose, service: str) -> list[dict]:
     """A service's compose environment less the database URLs (they come from the Secret)
     and INSTANCE_NAME (the pod's own name here)."""
     env = [{"name": "INSTANCE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}]
     for var, value in compose.env(service).items():
-        if is_url(var) or var == "INSTANCE_NAME":
+        if is_url(var) or var in COMPOSE_LOGIN or var == "INSTANCE_NAME":
             continue
         env.append({"name": var, "value": value})
     # Pools per server × the processes that may hold them at once: both web replicas, the
@@ -327,7 +332,7 @@ def database_env(compose: Compose) -> str:
     for var, value in compose.env("web1").items():
         if not is_url(var):
             continue
-        url = re.sub(r"//[^@]+@([^:/]+)", lambda m: f"//bookmarks:CHANGE-ME@{m.group(1)}.db.example.internal", value)
+        url = re.sub(r"//([^@/]+@)?([^:/]+)", lambda m: f"//bookmarks:CHANGE-ME@{m.group(2)}.db.example.internal", value)
         out.append(f"{var}={url}")
     return "\n".join(out) + "\n"
 

@@ -7,7 +7,8 @@
 # up as a hot standby that streams from the primary; later starts reuse PGDATA. Arguments are
 # passed to postgres (e.g. -c max_connections=200).
 #   env: PRIMARY_HOST (required), PRIMARY_PORT (5432), POSTGRES_REPLICATION_USER (replicator),
-#        POSTGRES_REPLICATION_PASSWORD (required on first start), PGDATA,
+#        POSTGRES_REPLICATION_PASSWORD or POSTGRES_REPLICATION_PASSWORD_FILE (a file whose
+#        first line is it; one is required on first start), PGDATA,
 #        REPLICA_WAIT_SECONDS (how long to wait for the primary, default 120)
 set -Eeuo pipefail
 
@@ -27,7 +28,11 @@ if [ ! -s "$PGDATA/PG_VERSION" ]; then
 	primary_host="${PRIMARY_HOST:?PRIMARY_HOST must name the primary}"
 	primary_port="${PRIMARY_PORT:-5432}"
 	repl_user="${POSTGRES_REPLICATION_USER:-replicator}"
-	export PGPASSWORD="${POSTGRES_REPLICATION_PASSWORD:?POSTGRES_REPLICATION_PASSWORD must be set}"
+	PGPASSWORD="${POSTGRES_REPLICATION_PASSWORD:-}"
+	if [ -z "$PGPASSWORD" ] && [ -n "${POSTGRES_REPLICATION_PASSWORD_FILE:-}" ]; then
+		PGPASSWORD="$(head -n1 "$POSTGRES_REPLICATION_PASSWORD_FILE")"
+	fi
+	export PGPASSWORD="${PGPASSWORD:?POSTGRES_REPLICATION_PASSWORD or _FILE must be set}"
 
 	# The primary's init phase runs a socket-only server, so a TCP answer means it is fully set up.
 	deadline=$((SECONDS + ${REPLICA_WAIT_SECONDS:-120}))

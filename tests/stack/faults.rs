@@ -17,10 +17,12 @@ const SEED: u64 = 7;
 pub async fn no_acknowledged_write_is_lost_under_faults(stack: &Stack) {
     let timeline = std::env::temp_dir().join(format!("{}.jsonl", unique("timeline")));
     let tenants = 60;
+    // The rows are read as the schema's owner, whom no tenant policy holds.
+    let owner = stack.owner_password();
     let shard = |name: &str, port: u16| {
         (
             name.to_owned(),
-            format!("postgres://bookmarks:bookmarks@127.0.0.1:{port}/bookmarks_shard"),
+            format!("postgres://bookmarks:{owner}@127.0.0.1:{port}/bookmarks_shard"),
         )
     };
     let config = Config {

@@ -84,6 +84,11 @@ impl Stack {
     }
 
     fn psql(&self, service: &str, query: &str) -> String {
+        self.psql_in(service, "bookmarks_shard", query)
+    }
+
+    /// `query` on `database` of `service`, as the schema's owner over the local socket.
+    fn psql_in(&self, service: &str, database: &str, query: &str) -> String {
         let out = self.compose(&[
             "exec",
             "-T",
@@ -92,9 +97,21 @@ impl Stack {
             "-U",
             "bookmarks",
             "-d",
-            "bookmarks_shard",
+            database,
             "-tAc",
             query,
+        ]);
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    }
+
+    /// The schema owner's password, which the stack made on its first start.
+    fn owner_password(&self) -> String {
+        let out = self.compose(&[
+            "exec",
+            "-T",
+            "postgres-shard-0",
+            "cat",
+            "/run/secrets/db-owner/password",
         ]);
         String::from_utf8_lossy(&out.stdout).trim().to_owned()
     }
@@ -844,9 +861,8 @@ async fn the_compose_stack_serves_through_nginx_survives_outages_and_tears_down_
         "en_US.utf8"
     );
 
-    // The web replicas' shard and control connections act as the app's role, not as the
-    // login their URLs name (the image's superuser): readiness asks through the app's own
-    // pools.
+    // The web replicas' shard and control connections act as the app's role, not as their
+    // login: readiness asks through the app's own pools.
     for _ in 0..2 {
         let ready: Value = stack
             .get("/ready")
@@ -873,6 +889,25 @@ async fn the_compose_stack_serves_through_nginx_survives_outages_and_tears_down_
             control.ends_with("acting as bookmarks_app"),
             "control: {ready}"
         );
+    }
+
+    // Every app process logs in as its own login, which is no superuser: on each primary
+    // the sessions of the web replicas and the worker (whose pools readiness just used)
+    // are bookmarks_web's; the owner's own (this psql, a health check) are left out.
+    for (service, database) in [
+        ("postgres-control", "bookmarks_control"),
+        ("postgres-shard-0", "bookmarks_shard"),
+        ("postgres-shard-1", "bookmarks_shard"),
+    ] {
+        let logins = stack.psql_in(
+            service,
+            database,
+            "select coalesce(string_agg(distinct a.usename || case when r.rolsuper \
+             then ' (superuser)' else '' end, ','), '') from pg_stat_activity a \
+             join pg_roles r on r.rolname = a.usename \
+             where a.backend_type = 'client backend' and a.usename <> 'bookmarks'",
+        );
+        assert_eq!(logins, "bookmarks_web", "{service}'s sessions");
     }
 
     // The README's quick start, verbatim: a first key, a first bookmark, a route.
