@@ -7,6 +7,7 @@
 //! process and are removed when it exits; tests that stop servers start their own.
 
 mod internals;
+mod pgbouncer;
 mod relay;
 
 use std::cell::RefCell;
@@ -154,7 +155,10 @@ pub fn keep_until_exit<I: testcontainers::Image>(c: ContainerAsync<I>) {
     std::mem::forget(c);
 }
 
+/// The URL the app is given for `db` on the server at `port` (through a PgBouncer when
+/// the experiment in [`pgbouncer`] is on).
 pub fn url(port: u16, db: &str) -> String {
+    let port = pgbouncer::front(port);
     format!("postgres://{USER}:{PASSWORD}@127.0.0.1:{port}/{db}?connect_timeout=2")
 }
 
