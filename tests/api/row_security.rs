@@ -346,3 +346,58 @@ async fn the_app_refuses_to_start_when_its_shard_role_bypasses_row_level_securit
     allowed.allow_superuser = true;
     assert!(Application::build(layout.settings(), allowed).await.is_ok());
 }
+
+#[tokio::test]
+async fn the_search_index_step_exempt_from_the_policies_answers_only_for_the_declared_tenant() {
+    let layout = layout("").await;
+    let settings = layout.settings();
+    migrated(&settings).await;
+    let (_, port, db, _) = layout.shards[0].clone();
+    sql(
+        port,
+        &db,
+        "INSERT INTO bookmark_search (tenant_id, bookmark_id, document) VALUES \
+         ('acme', gen_random_uuid(), to_tsvector('english', 'rocket')), \
+         ('globex', gen_random_uuid(), to_tsvector('english', 'rocket'))",
+    )
+    .await;
+    let pool = build_pool(
+        &settings.topology.shards[0].primary_url,
+        1,
+        settings.topology.pool_bounds(),
+        "shard0",
+        Some(&row_security::run_as_app_role()),
+    )
+    .unwrap();
+    let mut conn = pool.get().await.unwrap();
+    let mut matches = async |scope: RowScope<'_>, asked: &str| -> i64 {
+        row_security::declare(&mut conn, scope).await.unwrap();
+        let c: Count = diesel::sql_query(format!(
+            "SELECT count(*) AS n FROM search_matches('{asked}', 'rocket')"
+        ))
+        .get_result(&mut *conn)
+        .await
+        .unwrap();
+        c.n
+    };
+    assert_eq!(matches(RowScope::Tenant("acme"), "acme").await, 1);
+    // It bypasses the policies, so it applies their rule itself.
+    assert_eq!(
+        matches(RowScope::Tenant("acme"), "globex").await,
+        0,
+        "another tenant than the declared one"
+    );
+    assert_eq!(
+        matches(RowScope::NoTenant, "acme").await,
+        0,
+        "no tenant declared"
+    );
+    // Nobody else may call it: a reader (every tenant's rows, read only) is refused.
+    row_security::declare(&mut conn, RowScope::ReadEveryTenant)
+        .await
+        .unwrap();
+    let refused = diesel::sql_query("SELECT count(*) AS n FROM search_matches('acme', 'rocket')")
+        .get_result::<Count>(&mut *conn)
+        .await;
+    assert!(refused.is_err(), "a reader may not call it");
+}

@@ -1222,6 +1222,15 @@ async fn a_connection_prepares_the_patch_and_the_search_statements_once_whatever
     let (_, port, db, _) = &layout.shards[0];
     let mut conn = AsyncPgConnection::establish(&url(*port, db)).await.unwrap();
     let tenant = TenantId::parse(&unique("prepared")).unwrap();
+    // Declared as the request path declares it: the search's index step answers only for
+    // the session's declared tenant, whoever the session is.
+    diesel::sql_query(format!(
+        "SELECT set_config('app.tenant_id', '{}', false)",
+        tenant.as_str()
+    ))
+    .execute(&mut conn)
+    .await
+    .unwrap();
     // More rows than a search checks one by one, so that a narrow search asks the index too.
     let mut ids = Vec::new();
     for i in 0..300 {

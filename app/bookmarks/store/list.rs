@@ -176,18 +176,21 @@ async fn search_page(
 }
 
 /// Whether the selected bookmark matches the web-search query q: its indexed document, or
-/// (while it waits for the reindexer) the same document computed on the fly.
+/// (while it waits for the reindexer) the same document computed on the fly. Each check is
+/// a primary-key probe: `OFFSET 0` keeps the planner from turning it into one hashed
+/// subquery over every document of the tenant that matches (a broad search's are all of
+/// them), and under the tenant policies over every document of the tenant.
 fn search_row(q: &str) -> SearchFragment {
     SearchFragment {
         sql: &[
             "(CASE WHEN EXISTS (SELECT 1 FROM search_pending p \
-             WHERE p.tenant_id = bookmarks.tenant_id AND p.bookmark_id = bookmarks.id) \
+             WHERE p.tenant_id = bookmarks.tenant_id AND p.bookmark_id = bookmarks.id OFFSET 0) \
              THEN bookmark_document(bookmarks.title, bookmarks.url, bookmarks.notes, bookmarks.tags) \
              @@ websearch_to_tsquery('english', ",
             ") ELSE EXISTS (SELECT 1 FROM bookmark_search s \
              WHERE s.tenant_id = bookmarks.tenant_id AND s.bookmark_id = bookmarks.id \
              AND s.document @@ websearch_to_tsquery('english', ",
-            ")) END)",
+            ") OFFSET 0) END)",
         ],
         binds: vec![q.to_owned(), q.to_owned()],
     }
@@ -266,27 +269,30 @@ impl diesel::query_builder::QueryFragment<diesel::pg::Pg> for WaitsForIndex {
 /// `id IN (the tenant's bookmarks matching the web-search query q)`: indexed documents
 /// through the GIN index, plus rows still waiting for the reindexer, whose document is
 /// computed on the fly by the same function (a stale document of a waiting row is not
-/// trusted). Cost follows the matches and the backlog, not the tenant's size.
+/// trusted). Cost follows the matches and the backlog, not the tenant's size. The index
+/// step is `search_matches` (migrations/shard/…_search_index_step_under_its_own_rule): under
+/// the tenant policies the planner could not use the index for `@@`.
 fn search_hits(tenant: &str, q: &str) -> SearchFragment {
     SearchFragment {
         sql: &[
-            "bookmarks.id IN (\
-             SELECT s.bookmark_id FROM bookmark_search s \
-             WHERE s.tenant_id = ",
-            " AND s.document @@ websearch_to_tsquery('english', ",
-            ") AND NOT EXISTS (SELECT 1 FROM search_pending p \
-             WHERE p.tenant_id = s.tenant_id AND p.bookmark_id = s.bookmark_id) \
+            "bookmarks.id = ANY(ARRAY(\
+             SELECT m.bookmark_id FROM search_matches(",
+            ", ",
+            ") AS m(bookmark_id) WHERE NOT EXISTS (SELECT 1 FROM search_pending p \
+             WHERE p.tenant_id = ",
+            " AND p.bookmark_id = m.bookmark_id) \
              UNION ALL \
              SELECT p.bookmark_id FROM search_pending p \
              JOIN bookmarks k ON k.tenant_id = p.tenant_id AND k.id = p.bookmark_id \
              WHERE p.tenant_id = ",
             " AND bookmark_document(k.title, k.url, k.notes, k.tags) \
              @@ websearch_to_tsquery('english', ",
-            "))",
+            ")))",
         ],
         binds: vec![
             tenant.to_owned(),
             q.to_owned(),
+            tenant.to_owned(),
             tenant.to_owned(),
             q.to_owned(),
         ],
