@@ -72,13 +72,8 @@ for b in bookmarks move_slot loadgen; do [ -x "$BIN/$b" ] || die "build first: c
 WORK=$(mktemp -d /tmp/bench-fleet.XXXXXX)
 chmod 755 "$WORK"
 APP_PID=
-STARTED=()
-as_pg() { if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
-stop_servers() {
-	local dir
-	for dir in "${STARTED[@]}"; do as_pg "$PGBIN/pg_ctl" -D "$dir" -m immediate stop >/dev/null 2>&1 || true; done
-	STARTED=()
-}
+# shellcheck source=scripts/lib/throwaway-postgres.sh
+. scripts/lib/throwaway-postgres.sh
 stop_app() {
 	[ -n "$APP_PID" ] || return 0
 	kill "$APP_PID" 2>/dev/null || true
@@ -94,29 +89,9 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-free_port() {
-	local p
-	for p in $(seq "$1" $(($1 + 500))); do
-		ss -Hltn "sport = :$p" | grep -q . || { echo "$p"; return; }
-	done
-	die "no free port from $1"
-}
 now() { date +%s.%N; }
 since() { echo "$(now) - $1" | bc -l | xargs printf '%.2f'; }
 
-# start_server DIR PORT: a fresh Postgres 15 on 127.0.0.1:PORT.
-start_server() {
-	local dir=$1 port=$2
-	mkdir -p "$dir/data" "$dir/sock"
-	[ "$(id -u)" = 0 ] && chown -R postgres: "$dir"
-	as_pg "$PGBIN/initdb" -D "$dir/data" -U postgres --auth=trust -E UTF8 --locale=C.UTF-8 >/dev/null
-	as_pg "$PGBIN/pg_ctl" -D "$dir/data" -l "$dir/postgres.log" -w -o "\
- -c listen_addresses=127.0.0.1 -c port=$port -c unix_socket_directories=$dir/sock \
- -c max_connections=100 -c fsync=off -c synchronous_commit=off" start >/dev/null
-	STARTED+=("$dir/data")
-	psql -X -q -h 127.0.0.1 -p "$port" -U postgres -d postgres \
-		-c "CREATE ROLE bookmarks LOGIN SUPERUSER PASSWORD 'bookmarks'"
-}
 psql_on() { psql -X -q -At -h 127.0.0.1 -p "$1" -U postgres -d postgres -c "$2"; }
 app_connections() { psql_on "$1" "SELECT count(*) FROM pg_stat_activity WHERE usename = 'bookmarks'"; }
 

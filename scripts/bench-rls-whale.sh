@@ -18,52 +18,36 @@ DURATION=${DURATION:-10s}
 ROUNDS=${ROUNDS:-2}
 CONNECTIONS=${CONNECTIONS:-8}
 APP_BIN=${APP_BIN:-target/release/bookmarks}
-PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
 log() { printf 'bench-rls-whale: %s\n' "$*" >&2; }
 die() { log "$*"; exit 1; }
-[ -x "$PGBIN/initdb" ] || die "no $PGBIN/initdb (apt-get install postgresql-15)"
+[ -x "${PGBIN:-/usr/lib/postgresql/15/bin}/initdb" ] || die "no initdb in \$PGBIN (apt-get install postgresql-15)"
 command -v wrk >/dev/null || die "no wrk (apt-get install wrk)"
 [ -x "$APP_BIN" ] || die "no $APP_BIN (cargo build --release --bin bookmarks)"
 
 WORK=$(mktemp -d)
 chmod 755 "$WORK"   # the postgres user reads its data folder in it
-PGDATA=$WORK/pgdata
 APP_PID=
-PG_STARTED=
-as_pg() { if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
+# shellcheck source=scripts/lib/throwaway-postgres.sh
+. scripts/lib/throwaway-postgres.sh
 cleanup() {
 	set +e
 	[ -n "$APP_PID" ] && kill "$APP_PID" 2>/dev/null && wait "$APP_PID" 2>/dev/null
-	[ -n "$PG_STARTED" ] && as_pg "$PGBIN/pg_ctl" -D "$PGDATA" -m immediate stop >/dev/null 2>&1
+	stop_servers
 	if [ -n "${KEEP:-}" ]; then log "kept $WORK"; else rm -rf "$WORK"; fi
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
-free_port() {
-	local p
-	for p in $(seq "$1" $(($1 + 500))); do
-		ss -Hltn "sport = :$p" | grep -q . || { echo "$p"; return; }
-	done
-	die "no free port from $1"
-}
 PGPORT=$(free_port 26432)
 APP_PORT=$(free_port 24000)
 
 log "starting Postgres 15 on 127.0.0.1:$PGPORT"
-mkdir -p "$PGDATA" "$WORK/sock"
-[ "$(id -u)" = 0 ] && chown postgres: "$PGDATA" "$WORK/sock"
-as_pg "$PGBIN/initdb" -D "$PGDATA" -U postgres --auth=trust -E UTF8 --locale=C.UTF-8 >/dev/null
-as_pg "$PGBIN/pg_ctl" -D "$PGDATA" -l "$WORK/sock/postgres.log" -w -o "\
- -c listen_addresses=127.0.0.1 -c port=$PGPORT -c unix_socket_directories=$WORK/sock \
- -c max_connections=100 -c fsync=off" start >/dev/null
-PG_STARTED=1
+start_server "$WORK/pg" "$PGPORT"
 psql_as() {
 	local user=$1 db=$2
 	shift 2
 	psql -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$PGPORT" -U "$user" -d "$db" "$@"
 }
 psql_as postgres postgres <<-SQL
-	CREATE ROLE bookmarks LOGIN SUPERUSER PASSWORD 'bookmarks';
 	CREATE DATABASE bookmarks_control OWNER bookmarks;
 	CREATE DATABASE bookmarks_shard OWNER bookmarks;
 SQL
