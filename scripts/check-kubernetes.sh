@@ -30,7 +30,7 @@ trap 'rm -rf "$work"' EXIT
 cp -r deploy/kubernetes "$work/"
 for overlay in "$work"/kubernetes/overlays/*/; do
 	name="$(basename "$overlay")"
-	cp "$overlay/database.env.example" "$overlay/database.env"
+	for example in "$overlay"/*.env.example; do cp "$example" "${example%.example}"; done
 	kubectl kustomize "$overlay" >"$work/$name.yaml"
 	# Custom resources (the operator's Clusters) have no schema here and are passed over.
 	validate "$work/$name.yaml" 2>&1 | { grep -v "Couldn't find schema for kind" || true; }

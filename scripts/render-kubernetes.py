@@ -9,9 +9,12 @@ autumn.toml, run this, commit both. `--check` (run by CI) fails when the committ
 are not what this renders.
 
 What differs, and why, is written here once:
-- the database URLs carry passwords and name servers outside the cluster, so they come from
-  a Secret (an overlay's database.env, e.g. overlays/external-postgres), never from
-  the ConfigMap; autumn.toml's URL lines are left out of the ConfigMap's copy;
+- the database URLs name servers outside the cluster, so they come from a Secret (an
+  overlay's database.env, e.g. overlays/external-postgres), never from the ConfigMap;
+  autumn.toml's URL lines are left out of the ConfigMap's copy;
+- each process logs in as compose's login for it (`AUTUMN_DATABASE__USER`), its password
+  a file from a Secret of its own (`bookmarks-login-<login>`, made by the overlay) mounted
+  where compose mounts it;
 - a web pod's readiness asks `/ready?scope=replica`: a shard that is down is down for every
   replica, and a Service that dropped them all would turn one shard's outage into all;
 - a web pod waits `PRE_STOP` seconds before it is told to stop, so that every node's
@@ -101,9 +104,17 @@ def is_url(var: str) -> bool:
     return var.startswith("AUTUMN_DATABASE__") and var.endswith("_URL")
 
 
-# The compose stack's logins and their password files (docker/postgres/make-secrets.sh):
-# here the Secret's URLs carry the login and password instead.
-COMPOSE_LOGIN = {"AUTUMN_DATABASE__USER", "AUTUMN_DATABASE__PASSWORD_FILE"}
+PASSWORD_FILE = "AUTUMN_DATABASE__PASSWORD_FILE"
+SECRETS_DIR = re.compile(r"^/run/secrets/db-([a-z-]+)/password$")
+
+
+def login(compose: Compose, service: str) -> str:
+    """Which of compose's database logins a service uses: the `db-<login>` folder of its
+    password file (web, owner, move-slot)."""
+    match = SECRETS_DIR.match(compose.env(service).get(PASSWORD_FILE, ""))
+    if not match:
+        sys.exit(f"render-kubernetes: {service} reads no /run/secrets/db-<login>/password")
+    return match.group(1)
 
 
 def shared_env(compose: Compose, service: str) -> list[dict]:
@@ -111,7 +122,7 @@ def shared_env(compose: Compose, service: str) -> list[dict]:
     and INSTANCE_NAME (the pod's own name here)."""
     env = [{"name": "INSTANCE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}]
     for var, value in compose.env(service).items():
-        if is_url(var) or var in COMPOSE_LOGIN or var == "INSTANCE_NAME":
+        if is_url(var) or var == "INSTANCE_NAME":
             continue
         env.append({"name": var, "value": value})
     # Pools per server × the processes that may hold them at once: both web replicas, the
@@ -142,7 +153,7 @@ CONTAINER_SECURITY = {
 }
 
 
-def container(name: str, env: list[dict], **rest) -> dict:
+def container(name: str, env: list[dict], login: str, **rest) -> dict:
     spec = {
         "name": name,
         "image": IMAGE,
@@ -150,19 +161,23 @@ def container(name: str, env: list[dict], **rest) -> dict:
         "env": env,
         "envFrom": [{"secretRef": {"name": SECRET}}],
         "volumeMounts": [
-            {"name": "config", "mountPath": "/app/autumn.toml", "subPath": "autumn.toml", "readOnly": True}
+            {"name": "config", "mountPath": "/app/autumn.toml", "subPath": "autumn.toml", "readOnly": True},
+            {"name": "login", "mountPath": f"/run/secrets/db-{login}", "readOnly": True},
         ],
         "securityContext": CONTAINER_SECURITY,
     }
     return spec
 
 
-def pod(containers: list[dict], **rest) -> dict:
+def pod(containers: list[dict], login: str, **rest) -> dict:
     return {
         **rest,
         "securityContext": POD_SECURITY,
         "containers": containers,
-        "volumes": [{"name": "config", "configMap": {"name": CONFIG}}],
+        "volumes": [
+            {"name": "config", "configMap": {"name": CONFIG}},
+            {"name": "login", "secret": {"secretName": f"bookmarks-login-{login}"}},
+        ],
     }
 
 
@@ -189,6 +204,7 @@ def web(compose: Compose) -> list[dict]:
                         container(
                             "web",
                             env,
+                            login(compose, "web1"),
                             args=compose.command("web1"),
                             ports=[{"name": "http", "containerPort": 3000}],
                             startupProbe={
@@ -215,6 +231,7 @@ def web(compose: Compose) -> list[dict]:
                             },
                         )
                     ],
+                    login(compose, "web1"),
                     terminationGracePeriodSeconds=compose.grace("web1") + PRE_STOP,
                 ),
             },
@@ -254,6 +271,7 @@ def worker(compose: Compose) -> list[dict]:
                             container(
                                 "worker",
                                 shared_env(compose, "worker"),
+                                login(compose, "worker"),
                                 args=compose.command("worker"),
                                 resources={
                                     "requests": {"cpu": "100m", "memory": "64Mi"},
@@ -261,6 +279,7 @@ def worker(compose: Compose) -> list[dict]:
                                 },
                             )
                         ],
+                        login(compose, "worker"),
                         terminationGracePeriodSeconds=30,
                     ),
                 },
@@ -269,7 +288,7 @@ def worker(compose: Compose) -> list[dict]:
     ]
 
 
-def job(name: str, component: str, args: list[str], env: list[dict], command=None) -> dict:
+def job(name: str, component: str, args: list[str], env: list[dict], login: str, command=None) -> dict:
     spec = {"args": args}
     if command:
         spec = {"command": command, **spec}
@@ -283,7 +302,8 @@ def job(name: str, component: str, args: list[str], env: list[dict], command=Non
             "template": {
                 "metadata": {"labels": labels(component)},
                 "spec": pod(
-                    [container(component, env, **spec)],
+                    [container(component, env, login, **spec)],
+                    login,
                     restartPolicy="Never",
                 ),
             },
@@ -292,13 +312,28 @@ def job(name: str, component: str, args: list[str], env: list[dict], command=Non
 
 
 def migrate(compose: Compose) -> list[dict]:
-    return [job("bookmarks-migrate", "migrate", compose.command("migrate"), shared_env(compose, "migrate"))]
+    return [
+        job(
+            "bookmarks-migrate",
+            "migrate",
+            compose.command("migrate"),
+            shared_env(compose, "migrate"),
+            login(compose, "migrate"),
+        )
+    ]
 
 
 def move_slot(compose: Compose) -> list[dict]:
     # The README's example move; edit the arguments, then `kubectl create -f` it.
     args = ["run", "--from", "shard1", "--to", "shard0", "--tenant", "acme-corp", "--confirm"]
-    moving = job("bookmarks-move-slot", "move-slot", args, shared_env(compose, "move_slot"), compose.entrypoint("move_slot"))
+    moving = job(
+        "bookmarks-move-slot",
+        "move-slot",
+        args,
+        shared_env(compose, "move_slot"),
+        login(compose, "move_slot"),
+        compose.entrypoint("move_slot"),
+    )
     del moving["metadata"]["name"]
     moving["metadata"]["generateName"] = "bookmarks-move-slot-"
     # A move that failed is resumed or aborted by its operator, not run again blindly.
@@ -324,17 +359,29 @@ def config_toml(source: str) -> str:
 def database_env(compose: Compose) -> str:
     """The Secret's variables: compose's URLs, pointed at placeholder servers."""
     out = [
-        "# The database URLs of every process: copy to database.env (which git ignores) and",
-        "# point each at your servers and logins. One line per URL the topology in",
-        "# base/autumn.toml has (docs/kubernetes.md). Rendered by scripts/render-kubernetes.py",
-        "# from docker-compose.yml.",
+        "# The database servers of every process: copy to database.env (which git ignores) and",
+        "# point each at your servers. One line per URL the topology in base/autumn.toml has;",
+        "# no login or password: each process's are in its bookmarks-login-… Secret",
+        "# (login-*.env; docs/kubernetes.md). Rendered by scripts/render-kubernetes.py from",
+        "# docker-compose.yml.",
     ]
     for var, value in compose.env("web1").items():
         if not is_url(var):
             continue
-        url = re.sub(r"//([^@/]+@)?([^:/]+)", lambda m: f"//bookmarks:CHANGE-ME@{m.group(2)}.db.example.internal", value)
+        url = re.sub(r"//([^@/]+@)?([^:/]+)", lambda m: f"//{m.group(2)}.db.example.internal", value)
         out.append(f"{var}={url}")
     return "\n".join(out) + "\n"
+
+
+def login_env(compose: Compose, service: str) -> str:
+    """A login Secret's variables (kubernetes.io/basic-auth): compose's login for a service."""
+    user = compose.env(service)["AUTUMN_DATABASE__USER"]
+    return (
+        f"# The password of `{user}`, the login of {service} in docker-compose.yml: copy to\n"
+        f"# login-{login(compose, service)}.env (which git ignores) and put it in\n"
+        "# (docs/kubernetes.md). Rendered by scripts/render-kubernetes.py.\n"
+        f"username={user}\npassword=CHANGE-ME\n"
+    )
 
 
 class Literal(str):
@@ -364,6 +411,12 @@ def rendered() -> dict[Path, str]:
         BASE / "autumn.toml": "# Rendered by scripts/render-kubernetes.py from autumn.toml (URLs left to the\n"
         "# Secret). Do not edit: change autumn.toml and render again.\n" + config,
         OUT / "overlays" / "external-postgres" / "database.env.example": database_env(compose),
+        **{
+            OUT / "overlays" / "external-postgres" / f"login-{login(compose, service)}.env.example": login_env(
+                compose, service
+            )
+            for service in ("web1", "migrate", "move_slot")
+        },
         BASE / "web.yaml": documents(web(compose)),
         BASE / "worker.yaml": documents(worker(compose)),
         BASE / "migrate.yaml": documents(migrate(compose)),
