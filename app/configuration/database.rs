@@ -148,7 +148,8 @@ pub fn topology(db: &RawDatabase, sharding: &RawSharding) -> Result<Topology, Ve
             DbUrl::parse(u)
                 .map_err(|e| {
                     problems.push(format!(
-                        "{label}: replica_url {u:?} is not a Postgres URL: {e}"
+                        "{label}: replica_url {:?} is not a Postgres URL: {e}",
+                        masked(u)
                     ))
                 })
                 .ok()
@@ -314,9 +315,30 @@ fn required_url(what: &str, raw: Option<&str>) -> Result<DbUrl, UrlProblem> {
         Some(u) if u.trim().is_empty() => Err(UrlProblem::Empty(what.to_owned())),
         Some(u) => DbUrl::parse(u).map_err(|source| UrlProblem::Invalid {
             what: what.to_owned(),
-            raw: u.to_owned(),
+            raw: masked(u),
             source,
         }),
+    }
+}
+
+/// `raw` with the password of its `user:password@` part masked: a URL that failed to parse
+/// is still printed in the problem, which is logged and shown by `check-config`.
+fn masked(raw: &str) -> String {
+    let Some(scheme_end) = raw.find("://").map(|i| i + 3) else {
+        return raw.to_owned();
+    };
+    let rest = &raw[scheme_end..];
+    let Some(at) = rest.rfind('@') else {
+        return raw.to_owned();
+    };
+    match rest[..at].find(':') {
+        Some(colon) => format!(
+            "{}{}:***{}",
+            &raw[..scheme_end],
+            &rest[..colon],
+            &rest[at..]
+        ),
+        None => raw.to_owned(),
     }
 }
 
@@ -405,5 +427,22 @@ fn replica_reads(db: &RawDatabase, problems: &mut Vec<String>) -> ReplicaReadPol
         ryow_wait: Duration::from_millis(ryow_wait),
         poll: Duration::from_millis(poll.max(1)),
         without_token,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::masked;
+
+    #[test]
+    fn a_url_that_does_not_parse_is_printed_without_its_password() {
+        assert_eq!(
+            masked("postgres://app:s3cret@db:99999/control"),
+            "postgres://app:***@db:99999/control"
+        );
+        assert_eq!(masked("postgres://app@db/x"), "postgres://app@db/x");
+        assert_eq!(masked("postgres://"), "postgres://");
+        assert_eq!(masked("not a url"), "not a url");
+        assert_eq!(masked("postgres://u:p@ss@h/d"), "postgres://u:***@h/d");
     }
 }
