@@ -266,12 +266,14 @@ impl diesel::query_builder::QueryFragment<diesel::pg::Pg> for WaitsForIndex {
     }
 }
 
-/// `id IN (the tenant's bookmarks matching the web-search query q)`: indexed documents
+/// `id = ANY(the tenant's bookmarks matching the web-search query q)`: indexed documents
 /// through the GIN index, plus rows still waiting for the reindexer, whose document is
 /// computed on the fly by the same function (a stale document of a waiting row is not
 /// trusted). Cost follows the matches and the backlog, not the tenant's size. The index
 /// step is `search_matches` (migrations/shard/…_search_index_step_under_its_own_rule): under
-/// the tenant policies the planner could not use the index for `@@`.
+/// the tenant policies the planner could not use the index for `@@`. The matches come as
+/// an array, which the planner uses under the policies too as the primary key's index
+/// condition (`id = ANY ($0)`).
 fn search_hits(tenant: &str, q: &str) -> SearchFragment {
     SearchFragment {
         sql: &[
