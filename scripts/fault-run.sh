@@ -52,13 +52,12 @@ export COMPOSE_FILE="$COMPOSE_FILE:docker-compose.verify.yml"
 # Every service's log is kept with the figures (to explain an error the run saw).
 trap 'docker compose logs --no-color --timestamps >"$OUT/compose.log" 2>&1; docker compose down -v >/dev/null 2>&1' EXIT
 # The rows are read as the schema's owner (no tenant policy holds it), whose password the
-# stack made on its first start.
-shard_url() {
-	echo "postgres://bookmarks:$(docker compose exec -T postgres-shard-0 cat /run/secrets/db-owner/password)@127.0.0.1:$1/bookmarks_shard"
-}
+# stack makes on its first start ($owner_password, read once it is up).
+shard_url() { echo "postgres://bookmarks:$owner_password@127.0.0.1:$1/bookmarks_shard"; }
 
 cargo build --release --locked --bin loadgen
 docker compose up -d --wait >/dev/null 2>&1 || docker compose up -d >/dev/null
+owner_password=$(docker compose exec -T postgres-shard-0 cat /run/secrets/db-owner/password)
 until curl -sf -o /dev/null "$base/ready"; do sleep 1; done
 echo "fault-run: seed $SEED, ${DURATION}s at $RATE requests/s over $TENANTS tenants; figures in $OUT"
 
