@@ -59,7 +59,7 @@ pub fn front(port: u16) -> u16 {
     .unwrap();
     // PgBouncer refuses to run as root; -u switches to the Debian package's user.
     let mut command = Command::new("pgbouncer");
-    if nix_is_root() {
+    if running_as_root() {
         command.args(["-u", "postgres"]);
     }
     let child = command
@@ -81,9 +81,7 @@ pub fn front(port: u16) -> u16 {
     listen
 }
 
-fn nix_is_root() -> bool {
-    Command::new("id")
-        .arg("-u")
-        .output()
-        .is_ok_and(|o| o.stdout.trim_ascii() == b"0")
+fn running_as_root() -> bool {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0)
 }
