@@ -51,14 +51,22 @@ impl Login {
     }
 }
 
+/// Why a password file gives no password.
+#[derive(Debug, thiserror::Error)]
+enum PasswordFileError {
+    #[error("cannot be read: {0}")]
+    Unreadable(#[from] std::io::Error),
+    #[error("is empty")]
+    Empty,
+}
+
 /// The file's first line: a secret written by `echo` or a generator keeps its newline.
-fn password_from(path: &Path) -> Result<String, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot be read: {e}"))?;
-    let password = text.lines().next().unwrap_or_default();
-    if password.is_empty() {
-        return Err("is empty".to_owned());
+fn password_from(path: &Path) -> Result<String, PasswordFileError> {
+    let text = std::fs::read_to_string(path)?;
+    match text.lines().next() {
+        Some(password) if !password.is_empty() => Ok(password.to_owned()),
+        _ => Err(PasswordFileError::Empty),
     }
-    Ok(password.to_owned())
 }
 
 #[cfg(test)]
