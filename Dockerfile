@@ -14,13 +14,17 @@ WORKDIR /src
 # Cargo.toml or Cargo.lock change, so an edit to the application recompiles only this
 # crate. The placeholders of other targets stay: cargo wants every declared target of every
 # workspace member to exist, and the build context (.dockerignore) carries only what the
-# binaries are built from. The load generator is a workspace member the image never builds.
+# binaries are built from. The load generator and the harnesses (xtask) are workspace members
+# the image never builds.
 COPY Cargo.toml Cargo.lock ./
 COPY loadgen/Cargo.toml loadgen/
+COPY xtask/Cargo.toml xtask/
 RUN sed -n 's/^path = "\(.*\)"$/\1/p' Cargo.toml | while read -r target; do \
         mkdir -p "$(dirname "$target")" && echo 'fn main() {}' > "$target"; \
     done \
- && mkdir -p loadgen/src && echo 'fn main() {}' > loadgen/src/main.rs && : > loadgen/src/lib.rs \
+ && for member in loadgen xtask; do \
+        mkdir -p $member/src && echo 'fn main() {}' > $member/src/main.rs && : > $member/src/lib.rs; \
+    done \
  && cargo build --release --locked -p bookmarks-sharded --bins \
  && rm -rf app bin
 COPY . .

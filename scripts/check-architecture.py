@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Checks the import picture of the service (`app/`) and the load generator (`loadgen/src/`).
+"""Checks the import picture of the service (`app/`), the load generator (`loadgen/src/`) and
+the harnesses (`xtask/src/`).
 
 Reads every `.rs` file, resolves the paths it names (`crate::…`, `super::…`, `self::…` and
 child modules, through `pub use` re-exports) to the file that defines them, and checks:
@@ -13,7 +14,7 @@ child modules, through `pub use` re-exports) to the file that defines them, and 
   on the file that defines it.
 
 `--graph` prints every file's dependencies; `--crate NAME=DIR` (repeatable) checks those
-source folders instead of the two above (the contract tests use it on small made-up
+source folders instead of the three above (the contract tests use it on small made-up
 crates). Exit status 1 when a rule is broken.
 Anyone can run it: `python3 scripts/check-architecture.py`.
 """
@@ -22,7 +23,11 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-CRATES = {"app": REPO / "app", "loadgen": REPO / "loadgen" / "src"}
+CRATES = {
+    "app": REPO / "app",
+    "loadgen": REPO / "loadgen" / "src",
+    "xtask": REPO / "xtask" / "src",
+}
 _given = [a.split("=", 1) for i, a in enumerate(sys.argv) if i and sys.argv[i - 1] == "--crate"]
 if _given:
     CRATES = {name: Path(path) for name, path in _given}

@@ -1,0 +1,458 @@
+//! `cargo xtask bench fleet`: what a fleet of logical shards costs. The same service and
+//! the same load at 2, 16 and 64 shards, in one run on one machine. Not a test and not in
+//! CI: run it by hand on an otherwise idle machine; docs/load-testing.md ("A fleet of
+//! shards") keeps its figures.
+//!
+//! For each shard count N it starts fresh Postgres 15 servers ([`crate::postgres`]: the
+//! default max_connections of 100): 2 of them for N=2, `--servers` (4) otherwise, each
+//! holding its share of the N shard databases round robin (shard i on server i mod S), and
+//! the control database on the first. Shards own even slot ranges in order; none has a
+//! replica. Then, for that topology, it prints one `n=N key=value …` line per figure:
+//!   migrate   `bookmarks migrate` of the fresh databases, timed;
+//!   ready     `bookmarks serve` from its start to the first 200 of /ready;
+//!   idle      the app's CPU over 10 s of doing nothing;
+//!   4 shards  `--load4` (60 s) of load on 4 tenants, which live on at most 4 shards, then
+//!             the connections the app holds on each server (pg_stat_activity);
+//!   load      loadgen, open loop, `--rate` requests/s for `--duration` on `--tenants`
+//!             tenants with `--prefill` bookmarks each, twice (pools cold on most shards,
+//!             then warm): list, get and create p99 (and their ratio to the first shard
+//!             count's), and the CPU per request of the app and of the whole machine;
+//!   rss       the app's resident memory after the load, and its peak;
+//!   /ready    wrk flooding /ready for 10 s: requests/s and the probes they caused;
+//!   fan-out   the admin page and /api/stats, each asked 5 times (the slowest is printed),
+//!             then again with the last server stopped (a partial answer);
+//!   moves     (N ≥ 2 × servers) a 16-slot range move between two shards on one server
+//!             and the next 16 slots between two servers, `move_slot run --slots …
+//!             --confirm`, timed (with the tenants the load wrote in them).
+//! At the end it prints every line again on stdout (and keeps them in results.txt).
+//!
+//! The app runs with `[database] processes = 1` and `--pool` (2) connections per shard
+//! primary: at 16 shards a server, the connection budget (app/sharding/budget.rs) refuses
+//! the default pool of 8 on a server that allows 100 connections, which is the first thing
+//! a fleet meets.
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::{ExitCode, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+
+mod probes;
+mod procfs;
+mod topology;
+
+use self::procfs::{clock_ticks, cpu_ticks, machine_busy_ticks, status_kib};
+use self::topology::{SLOTS, app_connections};
+use super::load;
+use crate::postgres::{Server, free_port};
+use crate::process::{self, release_binary};
+
+/// The benchmark's knobs; each also reads the script's old environment variable.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Shard counts to measure, in order; the first is the base of the p99 ratios.
+    #[arg(long, env = "SHARDS", default_value = "2 16 64")]
+    shards: String,
+    /// Postgres servers the shards share (fewer when there are fewer shards).
+    #[arg(long, env = "SERVERS", default_value_t = 4)]
+    servers: usize,
+    /// Connections per shard primary (`[database] primary_pool_size`).
+    #[arg(long, env = "POOL", default_value_t = 2)]
+    pool: usize,
+    /// Tenants of the two measured loads.
+    #[arg(long, env = "TENANTS", default_value_t = 100)]
+    tenants: usize,
+    /// Bookmarks created per tenant before each measured load.
+    #[arg(long, env = "PREFILL", default_value_t = 5)]
+    prefill: usize,
+    /// Requests per second of the measured loads.
+    #[arg(long, env = "RATE", default_value_t = 200.0)]
+    rate: f64,
+    /// How long each measured load runs.
+    #[arg(long, env = "DURATION", default_value = "30s", value_parser = humantime::parse_duration)]
+    duration: Duration,
+    /// How long the load on 4 tenants runs before the connections are counted.
+    #[arg(long, env = "LOAD4", default_value = "60s", value_parser = humantime::parse_duration)]
+    load4: Duration,
+    /// Keep the temporary folder with the logs and loadgen's reports.
+    #[arg(long, env = "KEEP", value_parser = clap::builder::FalseyValueParser::new())]
+    keep: bool,
+    /// Use the release binaries as they are instead of building them first.
+    #[arg(long, env = "SKIP_BUILD", value_parser = clap::builder::FalseyValueParser::new())]
+    skip_build: bool,
+}
+
+fn log(message: impl std::fmt::Display) {
+    eprintln!("== {message}");
+}
+
+pub async fn run(args: Args) -> crate::Outcome {
+    let shard_counts = args
+        .shards
+        .split_whitespace()
+        .map(|n| n.parse::<usize>().ok().filter(|n| *n > 0))
+        .collect::<Option<Vec<_>>>()
+        .filter(|counts| !counts.is_empty())
+        .with_context(|| {
+            format!(
+                "--shards {:?}: shard counts above 0, e.g. \"2 16 64\"",
+                args.shards
+            )
+        })?;
+    if args.servers == 0 {
+        bail!("--servers must be at least 1");
+    }
+    crate::postgres::require_binaries().await?;
+    process::require(&[("wrk", "wrk")]).await?;
+    if !args.skip_build {
+        log("building (release)");
+        process::build_release(&["--bin", "bookmarks", "--bin", "move_slot"]).await?;
+    }
+    for binary in ["bookmarks", "move_slot"] {
+        if !release_binary(binary).is_file() {
+            bail!("build first: cargo build --release --bin {binary}");
+        }
+    }
+    let work = tempfile::Builder::new()
+        .prefix("bench-fleet.")
+        .tempdir()
+        .context("cannot create a temporary folder")?;
+    // The servers run as `postgres` when this runs as root: they must reach their folders.
+    set_mode_755(work.path())?;
+    let mut fleet = Fleet {
+        work: work.path().to_owned(),
+        admin_token: process::random_token(),
+        clock_ticks: clock_ticks().await?,
+        http: reqwest::Client::builder()
+            .timeout(Duration::from_secs(30))
+            .pool_max_idle_per_host(0)
+            .build()?,
+        results: Vec::new(),
+        base_p99: HashMap::new(),
+        keep: args.keep,
+        args,
+    };
+    let measured = load::interruptible(async {
+        for n in shard_counts {
+            fleet.measure(n).await?;
+        }
+        Ok(())
+    })
+    .await;
+    if fleet.keep {
+        log(format!("kept {}", work.keep().display()));
+    }
+    measured?;
+    log("results");
+    for line in &fleet.results {
+        println!("{line}");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// One run's state: where its files go, the base p99 of each load and operation, the lines.
+struct Fleet {
+    args: Args,
+    work: PathBuf,
+    admin_token: String,
+    clock_ticks: f64,
+    http: reqwest::Client,
+    results: Vec<String>,
+    /// The first shard count's p99 per (load, operation), as printed ("n/a" without one).
+    base_p99: HashMap<(&'static str, &'static str), String>,
+    keep: bool,
+}
+
+impl Fleet {
+    /// Prints a result line and keeps it (for the summary and results.txt).
+    fn result(&mut self, line: String) -> Result<()> {
+        eprintln!("{line}");
+        let path = self.work.join("results.txt");
+        let mut file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .with_context(|| format!("cannot open {}", path.display()))?;
+        writeln!(file, "{line}")?;
+        self.results.push(line);
+        Ok(())
+    }
+
+    /// Every figure of one shard count, on servers and an app of its own.
+    async fn measure(&mut self, n: usize) -> Result<()> {
+        let server_count = self.args.servers.min(n);
+        log(format!("{n} shards on {server_count} servers"));
+        let dir = self.work.join(format!("n{n}"));
+        let mut servers = Vec::new();
+        let base = free_port(26432)?;
+        for s in 0..server_count {
+            let port = free_port(base.saturating_add(s as u16))?;
+            servers.push(Server::start(&dir.join(format!("pg{s}")), port, 100).await?);
+        }
+        let config = topology::write_config(n, self.args.pool, &servers, &dir).await?;
+
+        let started = Instant::now();
+        let migrate_log = dir.join("migrate.log");
+        let status = self
+            .app_command("bookmarks", &config)
+            .arg("migrate")
+            .stdin(Stdio::null())
+            .stdout(log_file(&migrate_log)?)
+            .stderr(log_file(&migrate_log)?)
+            .status()
+            .await
+            .context("cannot run bookmarks migrate")?;
+        if !status.success() {
+            eprint!(
+                "{}",
+                std::fs::read_to_string(&migrate_log).unwrap_or_default()
+            );
+            bail!("bookmarks migrate failed ({status})");
+        }
+        self.result(format!(
+            "n={n} servers={server_count} migrate_s={:.2}",
+            started.elapsed().as_secs_f64()
+        ))?;
+
+        let app_port = free_port(24000)?;
+        let app = format!("http://127.0.0.1:{app_port}");
+        let app_log = dir.join("app.log");
+        let started = Instant::now();
+        let mut child = self
+            .app_command("bookmarks", &config)
+            .arg("serve")
+            .env_remove("RUST_LOG")
+            .env("BIND", format!("127.0.0.1:{app_port}"))
+            .stdin(Stdio::null())
+            .stdout(log_file(&app_log)?)
+            .stderr(log_file(&app_log)?)
+            .spawn()
+            .context("cannot start bookmarks serve")?;
+        let pid = child.id().context("bookmarks serve has no process id")?;
+        loop {
+            let ready = self.http.get(format!("{app}/ready")).send().await;
+            if ready.is_ok_and(|r| r.status().is_success()) {
+                break;
+            }
+            if let Some(status) = child.try_wait()? {
+                eprint!("{}", std::fs::read_to_string(&app_log).unwrap_or_default());
+                bail!("bookmarks serve exited ({status})");
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        self.result(format!(
+            "n={n} ready_s={:.2}",
+            started.elapsed().as_secs_f64()
+        ))?;
+
+        // What the process costs doing nothing: its background loops (per shard: the
+        // reindexer, the liveness monitor; per process: the listener, the job worker).
+        let before = cpu_ticks(pid)?;
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        let idle = (cpu_ticks(pid)? - before) / self.clock_ticks * 10.0;
+        self.result(format!("n={n} idle_cpu_pct={idle:.1}"))?;
+
+        let config4 = loadgen::Config {
+            tenants: 4,
+            prefill: 1,
+            load: load::open(40.0),
+            duration: self.args.load4,
+            ..self.load_config(&app)?
+        };
+        let report = load::run(&config4).await?;
+        load::save(&report, &dir, "load4", &[load::File::Json])?;
+        let shards_touched = report.shards.iter().filter(|s| s.name != "none").count();
+        let held = app_connections(&servers).await?;
+        self.result(format!(
+            "n={n} load_4_tenants shards_touched={shards_touched} connections_per_server={held}"
+        ))?;
+
+        // Twice: the first run meets pools that are not open yet on most shards, the
+        // second the steady state.
+        for run in ["first", "second"] {
+            self.measured_load(n, run, pid, &app, &dir).await?;
+        }
+        let rss = status_kib(pid, "VmRSS")? / 1024;
+        let peak = status_kib(pid, "VmHWM")? / 1024;
+        let held = app_connections(&servers).await?;
+        self.result(format!(
+            "n={n} rss_mib={rss} peak_mib={peak} connections_per_server={held}"
+        ))?;
+
+        let before = probes::ready_probes(&self.http, &app).await?;
+        let flood = crate::wrk::run(&["-t2", "-c4", "-d10s", &format!("{app}/ready")]).await?;
+        let probes_per_s = (probes::ready_probes(&self.http, &app).await? - before) / 10.0;
+        self.result(format!(
+            "n={n} ready_flood rps={:.2} probes_per_s={probes_per_s:.1}",
+            flood.requests_per_sec
+        ))?;
+
+        let fanout = probes::fanout(&self.http, &self.admin_token, &app).await;
+        self.result(format!("n={n} fanout {fanout}"))?;
+
+        if n >= 2 * server_count {
+            self.moves(n, server_count, &config, &dir).await?;
+        }
+
+        if let Some(last) = servers.last() {
+            last.stop().await?;
+        }
+        // /api/stats answers from a result up to 1 s old: let it lapse.
+        tokio::time::sleep(Duration::from_millis(1200)).await;
+        let fanout = probes::fanout(&self.http, &self.admin_token, &app).await;
+        self.result(format!("n={n} fanout_server_down {fanout}"))?;
+
+        child.kill().await.context("cannot stop bookmarks serve")?;
+        drop(servers);
+        Ok(())
+    }
+
+    /// A release binary of the workspace, pointed at `config` and given the admin token.
+    fn app_command(&self, binary: &str, config: &Path) -> tokio::process::Command {
+        let mut command = process::command(release_binary(binary));
+        command
+            .env("AUTUMN_CONFIG", config)
+            .env("ADMIN_TOKEN", &self.admin_token);
+        command
+    }
+
+    /// loadgen against the app, with an API key per tenant, list 60 / get 20 / create 20.
+    fn load_config(&self, app: &str) -> Result<loadgen::Config> {
+        Ok(loadgen::Config {
+            base_url: app.to_owned(),
+            admin_token: Some(self.admin_token.clone()),
+            mix: "list=60,get=20,create=20"
+                .parse()
+                .context("the load's mix")?,
+            ..loadgen::Config::default()
+        })
+    }
+
+    /// One of the two measured loads: errors, p99 per operation (and ratio to the first
+    /// shard count's), and CPU per request.
+    async fn measured_load(
+        &mut self,
+        n: usize,
+        run: &'static str,
+        pid: u32,
+        app: &str,
+        dir: &Path,
+    ) -> Result<()> {
+        let config = loadgen::Config {
+            tenants: self.args.tenants,
+            prefill: self.args.prefill,
+            load: load::open(self.args.rate),
+            duration: self.args.duration,
+            seed: 7,
+            ..self.load_config(app)?
+        };
+        let app_before = cpu_ticks(pid)?;
+        let busy_before = machine_busy_ticks()?;
+        let report = load::run(&config).await?;
+        load::save(&report, dir, &format!("load-{run}"), &[load::File::Json])?;
+        let errors: u64 = report.total.errors.values().sum();
+        let mut line = format!(
+            "n={n} load_{run} rate={} tenants={} errors={errors}",
+            self.args.rate, self.args.tenants
+        );
+        for op in ["list", "get", "create"] {
+            let p99 = load::row(&report.operations, op)
+                .and_then(|row| row.p99_ms)
+                .map_or_else(|| "n/a".to_owned(), |v| v.to_string());
+            let base = self
+                .base_p99
+                .entry((run, op))
+                .or_insert_with(|| p99.clone());
+            let ratio = match (p99.parse::<f64>(), base.parse::<f64>()) {
+                (Ok(v), Ok(b)) if b > 0.0 => format!("{:.2}", v / b),
+                _ => "n/a".to_owned(),
+            };
+            write!(line, " {op}_p99_ms={p99} (x{ratio})")?;
+        }
+        self.result(line)?;
+        // CPU per request: the app's own, and the whole machine's (the app, Postgres and
+        // the load generator, prefill included): which side grows with the shard count.
+        let requests = (report.total.requests + report.prefill.requests) as f64;
+        let per_request = |ticks: f64| {
+            if requests > 0.0 {
+                format!("{:.0}", ticks * 1e6 / self.clock_ticks / requests)
+            } else {
+                "n/a".to_owned()
+            }
+        };
+        let app_cpu = per_request(cpu_ticks(pid)? - app_before);
+        let machine_cpu = per_request(machine_busy_ticks()? - busy_before);
+        self.result(format!(
+            "n={n} load_{run} cpu_us_per_request app={app_cpu} machine={machine_cpu}"
+        ))
+    }
+
+    /// Two timed 16-slot moves: between shards on one server, then across servers.
+    async fn moves(
+        &mut self,
+        n: usize,
+        server_count: usize,
+        config: &Path,
+        dir: &Path,
+    ) -> Result<()> {
+        // shard1 and shard(1 + servers) share a server; shard1 and shard2 do not.
+        for (from, to, what, offset) in [
+            (1, 1 + server_count, "same_server", 0),
+            (1, 2, "across_servers", 16),
+        ] {
+            let first = from * SLOTS / n + offset;
+            let move_log = dir.join(format!("move-{what}.log"));
+            let started = Instant::now();
+            let status = self
+                .app_command("move_slot", config)
+                .args([
+                    "run",
+                    "--from",
+                    &format!("shard{from}"),
+                    "--to",
+                    &format!("shard{to}"),
+                ])
+                .args([
+                    "--slots",
+                    &format!("{first}-{}", first + 15),
+                    "--confirm",
+                    "--grace",
+                    "1s",
+                ])
+                .stdin(Stdio::null())
+                .stdout(log_file(&move_log)?)
+                .stderr(log_file(&move_log)?)
+                .status()
+                .await
+                .context("cannot run move_slot")?;
+            let outcome = if status.success() {
+                format!("s={:.2}", started.elapsed().as_secs_f64())
+            } else {
+                self.keep = true;
+                format!("FAILED (see {})", move_log.display())
+            };
+            self.result(format!(
+                "n={n} move_16_slots {what} shard{from}->shard{to} {outcome}"
+            ))?;
+        }
+        Ok(())
+    }
+}
+
+/// A log file a child's stdout or stderr appends to (both may share it).
+fn log_file(path: &Path) -> Result<std::fs::File> {
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .with_context(|| format!("cannot open {}", path.display()))
+}
+
+fn set_mode_755(path: &Path) -> Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755))
+        .with_context(|| format!("cannot chmod {}", path.display()))
+}
