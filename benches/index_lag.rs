@@ -5,7 +5,7 @@
 //! at 10 per second; for each, the time from its 201 to its dirty marker being gone.
 //! Burst: `BENCH_BURST_ROWS` rows (default 100 000) inserted into one shard in one
 //! statement, then the time until the backlog is empty (the lag of the last row of the
-//! burst) and the indexing rate. `scripts/bench-index-lag.sh` runs it.
+//! burst) and the indexing rate. `cargo xtask bench index-lag` runs it.
 
 // The integration tests' harness; a bench uses a few of its helpers.
 #[allow(dead_code)]

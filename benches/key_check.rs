@@ -1,6 +1,6 @@
 //! What proving a request's tenant costs when its key is cached: the per-request price of
-//! `[tenancy] auth = "api_key"` (the request-path bench and scripts/count-instructions.sh
-//! measure it inside the whole request).
+//! `[tenancy] auth = "api_key"` (`cargo xtask bench request-path` and `cargo xtask bench
+//! instructions` measure it inside the whole request).
 //!
 //! Each iteration checks 1024 distinct keys, as many tenants' requests would arrive; the
 //! keys are remembered by the store first, so the control database is never asked.

@@ -18,7 +18,7 @@
 //!
 //! Prints per variant the small tenants' p50/p99/max before the move, during its copy,
 //! during the delete and in the 30 s after, and a line per 5 s from the delete's start with
-//! what the source was doing. `scripts/bench-move-delete.sh` runs it.
+//! what the source was doing. `cargo xtask bench move-delete` runs it.
 
 // The integration tests' harness; a bench uses a few of its helpers.
 #[allow(dead_code)]

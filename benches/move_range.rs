@@ -12,7 +12,7 @@
 //! route a new tenant of the range to shard1; checks that every acknowledged write is on the
 //! destination and that nothing of the range is left on the source.
 //!
-//! `scripts/bench-move-range.sh` runs it; `BOOKMARKS_POSTGRES_IMAGE` picks the image.
+//! `cargo xtask bench move-range` runs it; `BOOKMARKS_POSTGRES_IMAGE` picks the image.
 
 // The integration tests' harness; a bench uses a few of its helpers.
 #[allow(dead_code)]

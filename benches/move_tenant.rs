@@ -12,7 +12,7 @@
 //! the move (p50, p99, max), the errors any client saw, how many writes waited out the
 //! fence, and checks every acknowledged write arrived.
 //!
-//! `scripts/bench-move.sh` runs it; `BOOKMARKS_POSTGRES_IMAGE` picks the image.
+//! `cargo xtask bench move` runs it; `BOOKMARKS_POSTGRES_IMAGE` picks the image.
 
 // The integration tests' harness; a bench uses a few of its helpers.
 #[allow(dead_code)]

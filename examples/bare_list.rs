@@ -1,4 +1,4 @@
-//! The floor for `scripts/bench-request-path.sh`: the bookmarks list, get-by-id and create
+//! The floor for `cargo xtask bench request-path`: the bookmarks list, get-by-id and create
 //! on the app's own stack (axum, deadpool, diesel-async, the same `store` queries and the
 //! same JSON shapes) with none of the app's middleware, routing or shard extractors.
 //!

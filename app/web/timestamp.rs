@@ -4,8 +4,8 @@
 //! time, and serde_json escapes each piece on its own. Formatting into a `String` first and
 //! handing that over once writes the same text (RFC 3339, `Z`, as many fraction digits as
 //! needed) for about a third of the instructions: a page of 20 bookmarks (40 timestamps)
-//! costs 12 % fewer in all (`ENDPOINT=list scripts/count-instructions.sh`,
-//! docs/load-testing.md). Use it on timestamps served in bulk:
+//! costs 12 % fewer in all (`cargo xtask bench instructions --endpoint
+//! list`, docs/load-testing.md). Use it on timestamps served in bulk:
 //! `#[serde(serialize_with = "crate::web::timestamp::rfc3339")]`.
 
 use chrono::{DateTime, SecondsFormat, Utc};

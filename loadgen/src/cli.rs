@@ -114,7 +114,7 @@ pub struct Args {
     /// status or error, ms, shard.
     #[arg(long, value_name = "FILE.jsonl")]
     pub events: Option<PathBuf>,
-    /// A fault timeline (scripts/nemesis.sh writes one, beside the run): the report adds
+    /// A fault timeline (`cargo xtask nemesis` writes one, beside the run): the report adds
     /// each fault window's requests, errors and latency, the plot marks them, and with
     /// --verify the read-back waits (up to --verify-patience) until it says healed.
     #[arg(long, value_name = "FILE.jsonl")]

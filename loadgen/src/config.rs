@@ -65,7 +65,7 @@ pub struct Config {
     pub send_tokens: bool,
     /// Record every write and check them after the run (`--verify`).
     pub verify: Option<VerifyConfig>,
-    /// A fault timeline (`scripts/nemesis.sh`) to join the load with; with `verify`, the
+    /// A fault timeline (`cargo xtask nemesis`) to join the load with; with `verify`, the
     /// read-back waits until it says the stack is healed.
     pub timeline: Option<std::path::PathBuf>,
     /// Ends the load before `duration` once set (a caller that runs it beside something

@@ -1,4 +1,4 @@
-//! `--timeline`: the load joined with a fault timeline. `scripts/nemesis.sh` writes one JSON
+//! `--timeline`: the load joined with a fault timeline. `cargo xtask nemesis` writes one JSON
 //! line per fault start and end (`unix_ms`, `seq`, `fault`, `target`, `phase`, `detail`),
 //! and a last `nemesis` line once it has healed the stack. Per fault window this reports
 //! what the clients saw (requests, errors by kind, latency) beside the same figures outside

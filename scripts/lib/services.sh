@@ -1,6 +1,6 @@
-# Sourced by the scripts that stop and start the stack's app services (rolling-restart.sh,
-# nemesis.sh). Uses the compose project and files of the environment, as `docker compose`
-# does.
+# Sourced by the scripts that stop and start the stack's app services (rolling-restart.sh;
+# `cargo xtask nemesis` has the same in xtask/src/compose.rs). Uses the compose project and
+# files of the environment, as `docker compose` does.
 
 # address_of SERVICE: the service's container addresses ("" when it has no container).
 address_of() {

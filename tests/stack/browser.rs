@@ -11,7 +11,7 @@ use serde_json::json;
 
 use crate::common::{eventually, free_port};
 
-/// Where screenshots go; `scripts/admin-screenshot.sh` copies the admin page's into docs/.
+/// Where screenshots go; `cargo xtask admin-screenshot` copies the admin page's into docs/.
 pub fn artifacts_dir() -> PathBuf {
     let target = std::env::var("CARGO_TARGET_DIR")
         .unwrap_or_else(|_| format!("{}/target", env!("CARGO_MANIFEST_DIR")));
