@@ -1,13 +1,16 @@
-//! The fault check, short: `loadgen --verify` through nginx for a minute while
-//! `scripts/nemesis.sh --plan short` kills a web replica, pauses a shard primary and moves
-//! two tenants. Once the nemesis says the stack is healed, every tenant is read back through
-//! nginx and from every shard primary: no acknowledged write may be lost, no refused one may
-//! appear, no row may sit on a shard its tenant does not route to. (`scripts/fault-run.sh`
-//! is the long version, with every fault; docs/reliability.md has its figures.)
+//! The fault check, short: `loadgen --verify` through nginx for a minute while the nemesis's
+//! short plan (`cargo xtask nemesis --plan short`, run here through the xtask library) kills
+//! a web replica, pauses a shard primary and moves two tenants. Once the nemesis says the
+//! stack is healed, every tenant is read back through nginx and from every shard primary: no
+//! acknowledged write may be lost, no refused one may appear, no row may sit on a shard its
+//! tenant does not route to. (`cargo xtask fault-run` is the long version, with every fault;
+//! docs/reliability.md has its figures.)
 
 use std::time::Duration;
 
 use loadgen::{Config, Load, VerifyConfig};
+use xtask::compose::Compose;
+use xtask::nemesis::{Nemesis, Plan, Schedule};
 
 use super::{ROOT, Stack, common::unique};
 
@@ -50,23 +53,20 @@ pub async fn no_acknowledged_write_is_lost_under_faults(stack: &Stack) {
     };
     // docs/deploys.md's "Adding a shard" put shard2 in every app service's topology: the
     // nemesis's commands (and move_slot) must see it there too.
-    let files = format!("{}:{ROOT}/docker-compose.shard2.yml", stack.files.join(":"));
-    let nemesis = stack
-        .command(&format!("{ROOT}/scripts/nemesis.sh"))
-        .env("COMPOSE_FILE", files)
-        .args(["--plan", "short", "--seed", &SEED.to_string()])
-        .args(["--tenants", &tenants.to_string()])
-        .arg("--timeline")
-        .arg(&timeline)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("scripts/nemesis.sh starts");
-    let report = loadgen::run(&config).await.expect("the load runs");
-    let nemesis = nemesis.wait_with_output().unwrap();
-    let said = String::from_utf8_lossy(&nemesis.stderr);
+    let mut compose = Compose::with_env(stack.env());
+    compose.set(
+        "COMPOSE_FILE",
+        format!("{}:{ROOT}/docker-compose.shard2.yml", stack.files.join(":")),
+    );
+    let schedule =
+        Schedule::draw(SEED, Plan::Short, None, tenants).expect("the short plan is drawn");
+    // Its log is kept for the messages below, not printed as it goes.
+    let nemesis = Nemesis::new(compose, schedule, &timeline).log_to(std::io::sink());
+    let (report, nemesis) = tokio::join!(loadgen::run(&config), nemesis.run());
+    let report = report.expect("the load runs");
     eprintln!("{}", report.table());
-    assert!(nemesis.status.success(), "the nemesis failed: {said}");
+    let nemesis = nemesis.unwrap_or_else(|e| panic!("the nemesis failed: {e:#}"));
+    let said = &nemesis.log;
     let faults = report.faults.as_ref().expect("the timeline was joined");
     assert!(faults.healed, "the nemesis healed the stack: {said}");
     let kinds: Vec<&str> = faults.windows.iter().map(|w| w.fault.as_str()).collect();
