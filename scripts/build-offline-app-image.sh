@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds bookmarks-sharded:offline, the app image docker-compose.offline.yml runs: the
+# Builds bookmarks-sharded:offline, the app image compose/offline.yml runs: the
 # release binaries (bookmarks, move_slot) are compiled on the host (the official Rust image
 # cannot be pulled here) and copied onto the local Debian stand-in built by
 # scripts/build-offline-images.sh.

@@ -392,10 +392,12 @@ fn variables_read_by_the_code() -> BTreeSet<String> {
 /// Every `${NAME` the compose files read.
 fn variables_read_by_compose() -> BTreeSet<String> {
     let mut out = BTreeSet::new();
-    for entry in std::fs::read_dir(ROOT).unwrap() {
-        let path = entry.unwrap().path();
+    let overrides = std::fs::read_dir(Path::new(ROOT).join("compose")).unwrap();
+    let files = std::iter::once(Path::new(ROOT).join("docker-compose.yml"))
+        .chain(overrides.map(|entry| entry.unwrap().path()));
+    for path in files {
         let name = path.file_name().unwrap().to_string_lossy().into_owned();
-        if name.starts_with("docker-compose") && name.ends_with(".yml") {
+        if name.ends_with(".yml") {
             for part in std::fs::read_to_string(&path).unwrap().split("${").skip(1) {
                 let var: String = part
                     .chars()

@@ -56,7 +56,7 @@ pub async fn no_acknowledged_write_is_lost_under_faults(stack: &Stack) {
     let mut compose = Compose::with_env(stack.env());
     compose.set(
         "COMPOSE_FILE",
-        format!("{}:{ROOT}/docker-compose.shard2.yml", stack.files.join(":")),
+        format!("{}:{ROOT}/compose/shard2.yml", stack.files.join(":")),
     );
     let schedule =
         Schedule::draw(SEED, Plan::Short, None, tenants).expect("the short plan is drawn");

@@ -5,7 +5,7 @@
 //! "Adding a shard") under a mixed load that must see no failed request, stops and kills a web
 //! replica under read load, and tears everything down.
 //!
-//! `BOOKMARKS_STACK_OFFLINE=1` adds docker-compose.offline.yml (local stand-in images, built
+//! `BOOKMARKS_STACK_OFFLINE=1` adds compose/offline.yml (local stand-in images, built
 //! by scripts/build-offline-images.sh, and the app image built from the Dockerfile by
 //! scripts/check-dockerfile.sh or scripts/build-offline-app-image.sh); otherwise the stack
 //! is built and pulled as users run it.
@@ -36,7 +36,7 @@ struct Stack {
     project: String,
     files: Vec<String>,
     port: u16,
-    /// Where docker-compose.verify.yml publishes the shard primaries (shard0, 1, 2).
+    /// Where compose/verify.yml publishes the shard primaries (shard0, 1, 2).
     shard_ports: [u16; 3],
     base: String,
     http: reqwest::Client,
@@ -796,10 +796,10 @@ async fn partitions_cost_one_timeout_then_fail_fast(stack: &Stack) {
 async fn the_compose_stack_serves_through_nginx_survives_outages_and_tears_down_cleanly() {
     let mut files = vec![format!("{ROOT}/docker-compose.yml")];
     if offline() {
-        files.push(format!("{ROOT}/docker-compose.offline.yml"));
+        files.push(format!("{ROOT}/compose/offline.yml"));
     }
     // The shard primaries on loopback, for the fault check's direct read-back.
-    files.push(format!("{ROOT}/docker-compose.verify.yml"));
+    files.push(format!("{ROOT}/compose/verify.yml"));
     let project = unique("bookmarks-e2e");
     let port = free_port();
     let shard_ports = [free_port(), free_port(), free_port()];

@@ -46,7 +46,7 @@ impl Compose {
             .map(|(_, v)| v.as_str())
     }
 
-    /// Adds a file to `COMPOSE_FILE` (docker-compose.shard2.yml, say).
+    /// Adds a file to `COMPOSE_FILE` (compose/shard2.yml, say).
     pub fn add_file(&mut self, file: &str) {
         let files = self
             .get("COMPOSE_FILE")
@@ -175,7 +175,7 @@ impl Stack {
         ]))
         .await;
         if offline {
-            files.push_str(":docker-compose.offline.yml");
+            files.push_str(":compose/offline.yml");
         }
         let admin_token = std::env::var("ADMIN_TOKEN").unwrap_or_else(|_| process::random_token());
         let compose = Compose::with_env([

@@ -96,7 +96,7 @@ pub async fn run(args: Args) -> crate::Outcome {
     write(&out.join("schedule.txt"), &schedule.describe())?;
 
     let mut stack = Stack::new(PROJECT, args.http_port).await?;
-    stack.compose.add_file("docker-compose.verify.yml");
+    stack.compose.add_file("compose/verify.yml");
     stack
         .compose
         .set("BOOKMARKS_SHARD0_PORT", args.shard0_port.to_string());

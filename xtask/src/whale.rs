@@ -230,7 +230,7 @@ impl Runs<'_> {
     /// while the load runs for `--move-window` seconds (5-moving, not printed).
     async fn add_shard_and_move(&mut self, from: &str) -> Result<Report> {
         // From here on every step (migrate, the restarts, move_slot) sees shard2.
-        self.stack.compose.add_file("docker-compose.shard2.yml");
+        self.stack.compose.add_file("compose/shard2.yml");
         let compose = &self.stack.compose;
         compose
             .run(&[

@@ -97,7 +97,7 @@ async fn measure(stack: &mut Stack, args: &Args, out: &Path) -> Result<()> {
     let roll = vec![restart(&[])];
     reports.push(("3-roll", phase(stack, args, out, "3-roll", roll).await?));
 
-    stack.compose.add_file("docker-compose.shard2.yml");
+    stack.compose.add_file("compose/shard2.yml");
     let compose = &stack.compose;
     let add_shard = vec![
         compose.cmd(&[
