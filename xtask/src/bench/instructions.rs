@@ -23,7 +23,7 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 use tokio::process::Command;
 
-use super::request_path::interrupted;
+use super::request_path::or_interrupted;
 use super::request_path::setup::{Options, Served, Setup, SetupArgs, TENANT};
 use crate::process::output;
 
@@ -55,13 +55,7 @@ pub struct Args {
 }
 
 pub async fn run(args: Args) -> crate::Outcome {
-    tokio::select! {
-        outcome = measure(args) => outcome,
-        () = interrupted() => {
-            eprintln!("== interrupted");
-            Ok(ExitCode::from(130))
-        }
-    }
+    or_interrupted(measure(args)).await
 }
 
 async fn measure(args: Args) -> crate::Outcome {

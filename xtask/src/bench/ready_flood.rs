@@ -18,7 +18,7 @@ use anyhow::{Context, Result};
 
 use super::request_path::load::List;
 use super::request_path::setup::{Options, Setup, SetupArgs};
-use super::request_path::{interrupted, seconds_or_duration};
+use super::request_path::{or_interrupted, seconds_or_duration};
 use crate::wrk;
 
 #[derive(clap::Args, Debug)]
@@ -34,13 +34,7 @@ pub struct Args {
 }
 
 pub async fn run(args: Args) -> crate::Outcome {
-    tokio::select! {
-        outcome = measure(args) => outcome,
-        () = interrupted() => {
-            eprintln!("== interrupted");
-            Ok(ExitCode::from(130))
-        }
-    }
+    or_interrupted(measure(args)).await
 }
 
 async fn measure(args: Args) -> crate::Outcome {

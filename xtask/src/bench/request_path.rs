@@ -109,6 +109,20 @@ pub fn seconds_or_duration(text: &str) -> Result<Duration> {
     Ok(duration)
 }
 
+/// Runs `task` to its end, or until Ctrl-C or SIGTERM: then it is dropped (which stops what
+/// it set up) and the exit status is 130.
+pub async fn or_interrupted(
+    task: impl std::future::Future<Output = crate::Outcome>,
+) -> crate::Outcome {
+    tokio::select! {
+        outcome = task => outcome,
+        () = interrupted() => {
+            eprintln!("== interrupted");
+            Ok(ExitCode::from(130))
+        }
+    }
+}
+
 /// Resolves on Ctrl-C or SIGTERM (the caller then drops what it set up, which stops it).
 pub async fn interrupted() {
     let terminate = async {

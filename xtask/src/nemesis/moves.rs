@@ -71,21 +71,21 @@ impl Shared {
         args
     }
 
+    /// `docker compose run move_slot ARGS…`, killed after `MOVE_SLOT_WITHIN`.
+    fn move_slot_command(&self, args: &[&str]) -> tokio::process::Command {
+        let mut command = self.compose.command("timeout");
+        command
+            .arg(MOVE_SLOT_WITHIN)
+            .args(["docker", "compose", "run", "--rm", "-T", "move_slot"])
+            .args(args);
+        command
+    }
+
     /// `move_slot ARGS…` in a container of its own, bounded in time; its exit code
     /// (`None`: it could not run or was killed).
     async fn move_slot(&self, args: &[&str]) -> Option<i32> {
-        let mut command = self.compose.command("timeout");
+        let mut command = self.move_slot_command(args);
         command
-            .args([
-                MOVE_SLOT_WITHIN,
-                "docker",
-                "compose",
-                "run",
-                "--rm",
-                "-T",
-                "move_slot",
-            ])
-            .args(args)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null());
@@ -123,20 +123,8 @@ impl Shared {
 
     /// `(id, tenants or slots)` of every move neither done nor aborted.
     pub async fn unfinished_moves(&self) -> Vec<(String, String)> {
-        let mut command = self.compose.command("timeout");
-        command
-            .args([
-                MOVE_SLOT_WITHIN,
-                "docker",
-                "compose",
-                "run",
-                "--rm",
-                "-T",
-                "move_slot",
-                "status",
-            ])
-            .stdin(Stdio::null())
-            .stderr(Stdio::null());
+        let mut command = self.move_slot_command(&["status"]);
+        command.stdin(Stdio::null()).stderr(Stdio::null());
         // Whatever it printed counts, even if it failed on the way.
         let Ok(out) = command.output().await else {
             return Vec::new();
