@@ -57,6 +57,30 @@ pub fn command(program: impl AsRef<std::ffi::OsStr>) -> Command {
     command
 }
 
+/// The app's binary (or a wrapper that runs it) without the caller's settings that would
+/// change what it does: its log level and format, `AUTUMN_*` overrides, an admin token.
+pub fn app_command(program: impl AsRef<std::ffi::OsStr>) -> Command {
+    let mut command = self::command(program);
+    for name in ["RUST_LOG", "LOG_FORMAT", "AUTUMN_ENV", "ADMIN_TOKEN"] {
+        command.env_remove(name);
+    }
+    for (name, _) in std::env::vars_os() {
+        if name.to_string_lossy().starts_with("AUTUMN_") {
+            command.env_remove(name);
+        }
+    }
+    command
+}
+
+/// A log file a child's stdout or stderr appends to (both may share it).
+pub fn append_log(path: &std::path::Path) -> Result<std::fs::File> {
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .with_context(|| format!("cannot open {}", path.display()))
+}
+
 /// Runs `command` to its end; its stdout, or an error naming it with what it printed.
 pub async fn output(command: &mut Command) -> Result<String> {
     let shown = describe(command);

@@ -200,8 +200,8 @@ impl Fleet {
             .app_command("bookmarks", &config)
             .arg("migrate")
             .stdin(Stdio::null())
-            .stdout(log_file(&migrate_log)?)
-            .stderr(log_file(&migrate_log)?)
+            .stdout(process::append_log(&migrate_log)?)
+            .stderr(process::append_log(&migrate_log)?)
             .status()
             .await
             .context("cannot run bookmarks migrate")?;
@@ -227,8 +227,8 @@ impl Fleet {
             .env_remove("RUST_LOG")
             .env("BIND", format!("127.0.0.1:{app_port}"))
             .stdin(Stdio::null())
-            .stdout(log_file(&app_log)?)
-            .stderr(log_file(&app_log)?)
+            .stdout(process::append_log(&app_log)?)
+            .stderr(process::append_log(&app_log)?)
             .spawn()
             .context("cannot start bookmarks serve")?;
         let pid = child.id().context("bookmarks serve has no process id")?;
@@ -423,8 +423,8 @@ impl Fleet {
                     "1s",
                 ])
                 .stdin(Stdio::null())
-                .stdout(log_file(&move_log)?)
-                .stderr(log_file(&move_log)?)
+                .stdout(process::append_log(&move_log)?)
+                .stderr(process::append_log(&move_log)?)
                 .status()
                 .await
                 .context("cannot run move_slot")?;
@@ -440,15 +440,6 @@ impl Fleet {
         }
         Ok(())
     }
-}
-
-/// A log file a child's stdout or stderr appends to (both may share it).
-fn log_file(path: &Path) -> Result<std::fs::File> {
-    std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(path)
-        .with_context(|| format!("cannot open {}", path.display()))
 }
 
 fn set_mode_755(path: &Path) -> Result<()> {

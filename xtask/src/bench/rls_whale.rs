@@ -280,24 +280,13 @@ async fn measure(args: &Args, app_bin: &Path, work: &Path) -> Result<String> {
 /// The app with `config`, its output appended to `log`, and none of the caller's settings
 /// that would change what it does (its log level and format, AUTUMN_* overrides, a token).
 fn app_command(app_bin: &Path, config: &Path, log: &Path) -> Result<tokio::process::Command> {
-    let open = || {
-        std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(log)
-            .with_context(|| format!("cannot open {}", log.display()))
-    };
-    let mut command = process::command(app_bin);
-    command.arg("--config").arg(config);
-    for variable in ["RUST_LOG", "LOG_FORMAT", "AUTUMN_ENV", "ADMIN_TOKEN"] {
-        command.env_remove(variable);
-    }
-    for (variable, _) in std::env::vars_os() {
-        if variable.to_string_lossy().starts_with("AUTUMN_") {
-            command.env_remove(variable);
-        }
-    }
-    command.stdin(Stdio::null()).stdout(open()?).stderr(open()?);
+    let mut command = process::app_command(app_bin);
+    command
+        .arg("--config")
+        .arg(config)
+        .stdin(Stdio::null())
+        .stdout(process::append_log(log)?)
+        .stderr(process::append_log(log)?);
     Ok(command)
 }
 

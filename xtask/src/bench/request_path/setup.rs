@@ -162,15 +162,7 @@ SELECT '{SMALL_TENANT}', gen_random_uuid(), 'https://example.com/small/' || i, '
 /// The app's binary with the environment it must not inherit (the app's own overrides)
 /// removed, and the logging asked for.
 fn app_command(program: impl AsRef<std::ffi::OsStr>, args: &SetupArgs) -> Command {
-    let mut command = process::command(program);
-    for name in ["RUST_LOG", "LOG_FORMAT", "AUTUMN_ENV", "ADMIN_TOKEN"] {
-        command.env_remove(name);
-    }
-    for (name, _) in std::env::vars_os() {
-        if name.to_string_lossy().starts_with("AUTUMN_") {
-            command.env_remove(name);
-        }
-    }
+    let mut command = process::app_command(program);
     let set = |value: &Option<String>| value.clone().filter(|v| !v.is_empty());
     if let Some(filter) = set(&args.app_rust_log) {
         command.env("RUST_LOG", filter);
