@@ -2,11 +2,14 @@
 //!
 //! Readiness probes the control database and every shard's primary and replica, including
 //! migration parity, concurrently and each within the shard timeout, so one dead server
-//! costs a probe that long and no more.
+//! costs a probe that long and no more. A shard primary that passed stands on its server's
+//! liveness until its recheck is due ([`PrimaryChecks`]).
 //!
 //! `/ready` is public and bypasses the in-flight limit, so it must not let a caller turn
 //! requests into database work: a call answers the last probe's report while it is younger
 //! than `ready_max_age` (1 s), and one probe runs at a time however many calls wait for it.
+//! The report is written out once per probe, for both scopes: a flood of calls then costs a
+//! copy of bytes each, whatever the number of shards the body lists.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -16,8 +19,10 @@ use tokio::sync::Mutex;
 use tokio::time::Instant;
 
 use axum::Json;
+use axum::body::Bytes;
 use axum::extract::{FromRef, State};
-use axum::http::StatusCode;
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use utoipa::{IntoParams, ToSchema};
@@ -31,7 +36,7 @@ use crate::pg::health::probe;
 use crate::pg::pool::PgPool;
 use crate::sharding::DirectoryRouter;
 use crate::sharding::access::Shards;
-use crate::sharding::health::{check_replica, probe_primary};
+use crate::sharding::health::{PrimaryChecks, check_replica};
 use crate::sharding::topology::ReplicaFallback;
 
 /// Everything readiness looks at: the control database, every shard's servers (and the
@@ -51,9 +56,54 @@ struct Probed {
     draining: Draining,
     /// How long a probe's report answers `/ready` before the next call probes again.
     max_age: Duration,
-    /// The last probe's report and when it started; locked for the whole of a probe, so
-    /// that the calls arriving meanwhile wait for its report instead of probing too.
-    last: Mutex<Option<(Instant, Report)>>,
+    /// The last probe's answers and when it started; locked for the whole of a probe, so
+    /// that the calls arriving meanwhile wait for its answers instead of probing too.
+    last: Mutex<Option<(Instant, Answers)>>,
+    /// Shard primaries whose full check passed, and until when that stands.
+    primaries: PrimaryChecks,
+}
+
+/// One report as `/ready` sends it for each scope: status code and JSON body, written once.
+#[derive(Clone)]
+struct Answers {
+    all: (StatusCode, Bytes),
+    replica: (StatusCode, Bytes),
+}
+
+impl Answers {
+    fn of(report: Report) -> Self {
+        let Report {
+            body: mut report,
+            replica_up,
+        } = report;
+        let all_up = report["status"] == "UP";
+        let mut render = |up: bool| {
+            report["status"] = json!(status(up));
+            let code = if up {
+                StatusCode::OK
+            } else {
+                StatusCode::SERVICE_UNAVAILABLE
+            };
+            (code, Bytes::from(report.to_string()))
+        };
+        Self {
+            all: render(all_up),
+            replica: render(replica_up),
+        }
+    }
+
+    fn for_scope(&self, scope: ReadyScope) -> Response {
+        let (code, body) = match scope {
+            ReadyScope::All => &self.all,
+            ReadyScope::Replica => &self.replica,
+        };
+        (
+            *code,
+            [(header::CONTENT_TYPE, "application/json")],
+            body.clone(),
+        )
+            .into_response()
+    }
 }
 
 /// One probe's findings: the body `/ready` sends, and whether this replica can serve.
@@ -92,6 +142,7 @@ impl Readiness {
             draining,
             max_age: timing.max_age,
             last: Mutex::new(None),
+            primaries: PrimaryChecks::default(),
         }))
     }
 }
@@ -169,26 +220,11 @@ pub struct ReadyParams {
 async fn ready(
     State(readiness): State<Readiness>,
     ApiQuery(params): ApiQuery<ReadyParams>,
-) -> (StatusCode, Json<Value>) {
-    answer(&readiness, params.scope.unwrap_or_default()).await
-}
-
-async fn answer(readiness: &Readiness, scope: ReadyScope) -> (StatusCode, Json<Value>) {
-    let Report {
-        body: mut report,
-        replica_up,
-    } = readiness.recent_report().await;
-    let up = match scope {
-        ReadyScope::All => report["status"] == "UP",
-        ReadyScope::Replica => replica_up,
-    };
-    report["status"] = json!(status(up));
-    let code = if up {
-        StatusCode::OK
-    } else {
-        StatusCode::SERVICE_UNAVAILABLE
-    };
-    (code, Json(report))
+) -> Response {
+    readiness
+        .recent_answers()
+        .await
+        .for_scope(params.scope.unwrap_or_default())
 }
 
 /// `/ready` under the name Spring-style tooling looks for.
@@ -201,8 +237,8 @@ async fn answer(readiness: &Readiness, scope: ReadyScope) -> (StatusCode, Json<V
         (status = 503, description = "As `/ready`.", content_type = "application/json", body = Object),
     )
 )]
-async fn actuator_health(State(readiness): State<Readiness>) -> (StatusCode, Json<Value>) {
-    answer(&readiness, ReadyScope::All).await
+async fn actuator_health(State(readiness): State<Readiness>) -> Response {
+    readiness.recent_answers().await.for_scope(ReadyScope::All)
 }
 
 fn status(up: bool) -> &'static str {
@@ -210,25 +246,25 @@ fn status(up: bool) -> &'static str {
 }
 
 impl Readiness {
-    /// The report of a probe at most `max_age` old: the last one's, or a new one's (which
+    /// The answers of a probe at most `max_age` old: the last one's, or a new one's (which
     /// the calls arriving while it runs share).
-    pub async fn recent_report(&self) -> Report {
+    async fn recent_answers(&self) -> Answers {
         let state = &*self.0;
         if state.draining.is_on() {
             // Known without a probe, and a balancer must learn it at once.
-            return self.report().await;
+            return Answers::of(self.report().await);
         }
         let mut last = state.last.lock().await;
-        if let Some((at, report)) = &*last
+        if let Some((at, answers)) = &*last
             && at.elapsed() < state.max_age
         {
-            return report.clone();
+            return answers.clone();
         }
         let at = Instant::now();
-        let report = self.report().await;
+        let answers = Answers::of(self.report().await);
         metrics::counter!("ready_probes_total").increment(1);
-        *last = Some((at, report.clone()));
-        report
+        *last = Some((at, answers.clone()));
+        answers
     }
 
     /// Builds the component report; the replica checks also update replica readiness.
@@ -266,7 +302,7 @@ impl Readiness {
         );
         let per_shard = futures::future::join_all(shards.iter().map(|shard| async move {
             let expected = &state.expected_shard_migrations;
-            let primary = probe_primary(shard, expected, timeout);
+            let primary = state.primaries.probe(shards, shard, expected, timeout);
             let replica = check_replica(shard, state.shards.replicas(), expected, timeout);
             let (primary, replica) = futures::join!(primary, replica);
             (shard, primary, replica)

@@ -1,7 +1,7 @@
 //! Connections are budgeted: one unused for `[database] pool_idle_timeout_ms` is closed, so
 //! a replica holds connections for the shards it serves now, not as many as its busiest
-//! moment needed on every shard it ever served; and a topology whose processes could open
-//! more than a server allows is refused before it serves.
+//! moment needed on every shard it ever served (readiness probes included); and a topology
+//! whose processes could open more than a server allows is refused before it serves.
 
 use std::time::Duration;
 
@@ -45,6 +45,42 @@ async fn a_shard_pool_left_idle_closes_its_connections() {
     // And the next request opens one again.
     let res = app.get_as("/api/bookmarks", "idle-corp").await;
     assert_eq!(res.status(), 200);
+}
+
+#[tokio::test]
+async fn readiness_probes_leave_the_pools_of_idle_shards_empty() {
+    let layout = layout("pool_idle_timeout_ms = 400").await;
+    // A test's app answers no call from an earlier report: every call below probes.
+    let app = TestApp::spawn(layout.settings(), "ready-idle-pools").await;
+    let first = app.json("/ready").await;
+    assert_eq!(first["status"], "UP", "{first}");
+    let drained = eventually(Duration::from_secs(15), || async {
+        pool_size(&app, "shard0").await == 0 && pool_size(&app, "shard1").await == 0
+    })
+    .await;
+    assert!(
+        drained,
+        "the shards' pools kept the first probe's connections"
+    );
+
+    for _ in 0..5 {
+        let ready = app.json("/ready").await;
+        assert_eq!(ready["status"], "UP", "{ready}");
+        let shard1 = &ready["components"]["db:shard:shard1"]["details"]["primary"];
+        assert!(
+            shard1
+                .as_str()
+                .is_some_and(|d| d.contains("migration(s) applied")),
+            "the first probe's findings stand: {ready}"
+        );
+    }
+    for shard in ["shard0", "shard1"] {
+        assert_eq!(
+            pool_size(&app, shard).await,
+            0,
+            "five probes of a ready fleet opened a connection on {shard}"
+        );
+    }
 }
 
 #[tokio::test]

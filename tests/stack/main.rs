@@ -892,7 +892,7 @@ async fn the_compose_stack_serves_through_nginx_survives_outages_and_tears_down_
     }
 
     // Every app process logs in as its own login, which is no superuser: on each primary
-    // the sessions of the web replicas and the worker (whose pools readiness just used)
+    // the sessions of the web replicas and the worker (pools, reindexers, liveness checks)
     // are bookmarks_web's; the owner's own (this psql, a health check) are left out.
     for (service, database) in [
         ("postgres-control", "bookmarks_control"),

@@ -148,6 +148,11 @@ impl Breaker {
         self.probe_timeout
     }
 
+    /// How many times it has opened since the process started.
+    pub fn trips(&self) -> u64 {
+        self.trips.load(Ordering::Relaxed)
+    }
+
     /// Lock-free: the request path asks this on every checkout.
     pub fn is_open(&self) -> bool {
         self.open.load(Ordering::Acquire)
@@ -194,7 +199,7 @@ impl Breaker {
                 .filter(|_| open)
                 .map(|o| o.at.elapsed().as_millis() as u64),
             reason: opened.as_ref().filter(|_| open).map(|o| o.reason),
-            trips: self.trips.load(Ordering::Relaxed),
+            trips: self.trips(),
         }
     }
 
