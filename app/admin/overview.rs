@@ -11,6 +11,7 @@ use serde::Serialize;
 use super::state::AdminState;
 use crate::bookmarks::store;
 use crate::pg::breaker::BreakerSnapshot;
+use crate::pg::pool::AfterCheck;
 use crate::pg::pool::PgPool;
 use crate::search::reindexer::IndexSnapshot;
 use crate::sharding::cross_shard::{CrossShard, FanOut, Server};
@@ -141,7 +142,13 @@ fn pool_state(server: &'static str, pool: &PgPool) -> PoolState {
 async fn probe_shard(shard: &Shard, state: &AdminState) -> (ServerState, Option<ServerState>) {
     let primary = async {
         let started = Instant::now();
-        let p = probe_primary(shard, &state.expected_shard_migrations, state.shard_timeout).await;
+        let p = probe_primary(
+            shard,
+            &state.expected_shard_migrations,
+            state.shard_timeout,
+            AfterCheck::Return,
+        )
+        .await;
         ServerState {
             up: p.up,
             detail: p.detail,

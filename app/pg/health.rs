@@ -9,7 +9,7 @@ use diesel::QueryableByName;
 use diesel::sql_types::{Bool, Text};
 use diesel_async::RunQueryDsl;
 
-use super::pool::PgPool;
+use super::pool::{AfterCheck, PgConn, PgPool, close};
 use super::roles::PRIVILEGED;
 
 /// The outcome of probing one database.
@@ -53,15 +53,32 @@ struct RecoveryRow {
 
 /// Probes a target. `expect_replica` checks that it is (or is not) in recovery;
 /// `expected` are the migration versions this build embeds; `prelude`, if given, runs
-/// first on the checked-out connection (a shard's probe acts as the role requests do).
+/// first on the checked-out connection (a shard's probe acts as the role requests do);
+/// `after` says whether the connection goes back to the pool.
 pub async fn probe(
     pool: &PgPool,
     expect_replica: bool,
     expected: &BTreeSet<String>,
     timeout: Duration,
     prelude: Option<&str>,
+    after: AfterCheck,
 ) -> Probe {
-    let checks = probe_inner(pool, expect_replica, expected, prelude);
+    let checks = async {
+        let mut conn = match pool.get().await {
+            Ok(c) => c,
+            Err(e) => {
+                // Details are served to anyone who can reach /ready: say what kind of
+                // failure it was, and keep the driver's words for the log.
+                tracing::debug!(error = %e, "health probe: cannot connect");
+                return Probe::down("unreachable");
+            }
+        };
+        let probe = probe_inner(&mut conn, expect_replica, expected, prelude).await;
+        if after == AfterCheck::Close {
+            close(conn);
+        }
+        probe
+    };
     match tokio::time::timeout(timeout, checks).await {
         Ok(probe) => probe,
         Err(_) => Probe::down(format!("no answer within {timeout:?}")),
@@ -69,20 +86,11 @@ pub async fn probe(
 }
 
 async fn probe_inner(
-    pool: &PgPool,
+    conn: &mut PgConn,
     expect_replica: bool,
     expected: &BTreeSet<String>,
     prelude: Option<&str>,
 ) -> Probe {
-    let mut conn = match pool.get().await {
-        Ok(c) => c,
-        Err(e) => {
-            // Details are served to anyone who can reach /ready: say what kind of failure
-            // it was, and keep the driver's words for the log.
-            tracing::debug!(error = %e, "health probe: cannot connect");
-            return Probe::down("unreachable");
-        }
-    };
     if let Some(sql) = prelude
         && let Err(e) = conn.settle(sql).await
     {
@@ -93,7 +101,7 @@ async fn probe_inner(
         "SELECT pg_is_in_recovery() AS in_recovery, current_user::text AS acting_as, \
          {PRIVILEGED} AS privileged"
     ))
-    .get_result(&mut conn)
+    .get_result(conn)
     .await;
     let acting = match &recovery {
         Ok(r) if r.privileged => format!(
@@ -122,7 +130,7 @@ async fn probe_inner(
     }
     let applied: Result<Vec<VersionRow>, _> =
         diesel::sql_query("SELECT version FROM __diesel_schema_migrations")
-            .load(&mut conn)
+            .load(conn)
             .await;
     let applied: BTreeSet<String> = match applied {
         Ok(rows) => rows.into_iter().map(|r| r.version).collect(),

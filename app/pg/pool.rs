@@ -68,6 +68,22 @@ impl DerefMut for Pooled {
     }
 }
 
+/// Closes a checked-out connection instead of handing it back: for the rare checks (at
+/// start-up, readiness's full check of a shard) that must not keep an idle shard's pool
+/// open until the idle reaper comes by.
+pub fn close(conn: PgConn) {
+    drop(deadpool::managed::Object::take(conn));
+}
+
+/// What a check does with its connection once it is done.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AfterCheck {
+    /// Back to the pool: a check that runs often, on a pool that stays in use.
+    Return,
+    /// Closed ([`close`]): a check that runs rarely.
+    Close,
+}
+
 /// diesel-async's manager, with each connection's settled statement beside it.
 pub struct PgManager(AsyncDieselConnectionManager<AsyncPgConnection>);
 

@@ -14,6 +14,7 @@ use super::replicas::ReplicaStates;
 use super::row_security;
 use super::shard_set::{Shard, ShardSet};
 use crate::pg::health::{Probe, probe};
+use crate::pg::pool::AfterCheck;
 
 /// What a probe says about a server whose breaker is open: it is known to be unreachable
 /// (refusing, or silent), and saying so at once keeps readiness fast during a partition;
@@ -61,7 +62,8 @@ impl PrimaryChecks {
         {
             return p.probe.clone();
         }
-        let probe = probe_primary(shard, expected, timeout).await;
+        // Closed after: rechecks are minutes apart, and an idle shard's pool stays empty.
+        let probe = probe_primary(shard, expected, timeout, AfterCheck::Close).await;
         if probe.up {
             let place = shard.id().index() as u32;
             let spread = PRIMARY_RECHECK * place / set.len().max(1) as u32;
@@ -83,7 +85,12 @@ impl PrimaryChecks {
 }
 
 /// Probes a shard's primary in full, unless its breaker already says it is silent.
-pub async fn probe_primary(shard: &Shard, expected: &BTreeSet<String>, timeout: Duration) -> Probe {
+pub async fn probe_primary(
+    shard: &Shard,
+    expected: &BTreeSet<String>,
+    timeout: Duration,
+    after: AfterCheck,
+) -> Probe {
     if shard.primary_breaker().is_open() {
         return Probe::down(CIRCUIT_OPEN);
     }
@@ -93,6 +100,7 @@ pub async fn probe_primary(shard: &Shard, expected: &BTreeSet<String>, timeout: 
         expected,
         timeout,
         Some(&row_security::probe_session()),
+        after,
     )
     .await
 }
@@ -114,6 +122,7 @@ pub async fn check_replica(
             expected,
             timeout,
             Some(&row_security::probe_session()),
+            AfterCheck::Return,
         )
         .await
     };

@@ -11,7 +11,7 @@ use crate::admin::AdminToken;
 use crate::configuration::secret::{self, GeneratedSecret, Secret};
 use crate::configuration::{AuthMode, Settings};
 use crate::pg::control::ControlLookups;
-use crate::pg::pool::{CheckoutError, PgPool};
+use crate::pg::pool::{AfterCheck, CheckoutError, PgPool, close};
 use crate::sharding::budget::{self, Verdict};
 use crate::sharding::row_security::{APP_ROLE, Acting, acting};
 use crate::sharding::{ShardSet, Topology};
@@ -27,7 +27,8 @@ pub(super) async fn refuse_privileged_roles(set: &ShardSet, allow: bool) -> anyh
     for shard in set.iter() {
         let what = format!("shard {}", shard.name());
         let bound = set.topology().connect_timeout * 2;
-        judge(&what, ask_acting(shard.primary_pool(), bound).await, allow)?;
+        let asked = ask_acting(shard.primary_pool(), bound, AfterCheck::Close).await;
+        judge(&what, asked, allow)?;
     }
     Ok(())
 }
@@ -40,7 +41,8 @@ pub(super) async fn refuse_privileged_control(
     allow: bool,
 ) -> anyhow::Result<()> {
     let bound = topology.connect_timeout * 2;
-    judge("control database", ask_acting(control, bound).await, allow)
+    let asked = ask_acting(control, bound, AfterCheck::Return).await;
+    judge("control database", asked, allow)
 }
 
 /// Why the role a database's connections act as could not be asked (logged, not fatal:
@@ -55,10 +57,20 @@ enum NotAsked {
     NoAnswer(std::time::Duration),
 }
 
-async fn ask_acting(pool: &PgPool, bound: std::time::Duration) -> Result<Acting, NotAsked> {
+/// `after`: a shard's connection is closed, so that a fleet's idle shards keep no pool open
+/// from start-up on.
+async fn ask_acting(
+    pool: &PgPool,
+    bound: std::time::Duration,
+    after: AfterCheck,
+) -> Result<Acting, NotAsked> {
     tokio::time::timeout(bound, async {
         let mut conn = pool.get().await?;
-        Ok(acting(&mut conn).await?)
+        let asked = acting(&mut conn).await?;
+        if after == AfterCheck::Close {
+            close(conn);
+        }
+        Ok(asked)
     })
     .await
     .unwrap_or(Err(NotAsked::NoAnswer(bound)))

@@ -33,7 +33,7 @@ use super::InstanceName;
 use super::drain::Draining;
 use super::extract::ApiQuery;
 use crate::pg::health::probe;
-use crate::pg::pool::PgPool;
+use crate::pg::pool::{AfterCheck, PgPool};
 use crate::sharding::DirectoryRouter;
 use crate::sharding::access::Shards;
 use crate::sharding::health::{PrimaryChecks, check_replica};
@@ -299,6 +299,7 @@ impl Readiness {
             &state.expected_control_migrations,
             timeout,
             None,
+            AfterCheck::Return,
         );
         let per_shard = futures::future::join_all(shards.iter().map(|shard| async move {
             let expected = &state.expected_shard_migrations;
