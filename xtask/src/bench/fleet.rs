@@ -9,6 +9,10 @@
 //! the control database on the first. Shards own even slot ranges in order; none has a
 //! replica. Then, for that topology, it prints one `n=N key=value …` line per figure:
 //!   migrate   `bookmarks migrate` of the fresh databases, timed;
+//!   floor     (the last shard count, unless `--skip-floor`) the first shard count's
+//!             topology and load, on databases of its own beside the N migrated ones on
+//!             the same servers, with no other app running: `n=B@N load_…` lines, the p99
+//!             that the servers alone give, without the app's N shards;
 //!   ready     `bookmarks serve` from its start to the first 200 of /ready;
 //!   idle      the app's CPU over 10 s of doing nothing;
 //!   4 shards  `--load4` (60 s) of load on 4 tenants, which live on at most 4 shards, then
@@ -40,12 +44,13 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 
+mod moves;
 mod probes;
 mod procfs;
 mod topology;
 
 use self::procfs::{clock_ticks, cpu_ticks, machine_busy_ticks, status_kib};
-use self::topology::{SLOTS, app_connections};
+use self::topology::app_connections;
 use super::load;
 use crate::postgres::{Server, free_port};
 use crate::process::{self, release_binary};
@@ -80,6 +85,9 @@ pub struct Args {
     /// Keep the temporary folder with the logs and loadgen's reports.
     #[arg(long, env = "KEEP", value_parser = clap::builder::FalseyValueParser::new())]
     keep: bool,
+    /// Leave out the floor (the first shard count's topology on the last one's servers).
+    #[arg(long, env = "SKIP_FLOOR", value_parser = clap::builder::FalseyValueParser::new())]
+    skip_floor: bool,
     /// Use the release binaries as they are instead of building them first.
     #[arg(long, env = "SKIP_BUILD", value_parser = clap::builder::FalseyValueParser::new())]
     skip_build: bool,
@@ -135,9 +143,14 @@ pub async fn run(args: Args) -> crate::Outcome {
         keep: args.keep,
         args,
     };
+    let base = shard_counts[0];
+    let last = *shard_counts.last().unwrap_or(&base);
+    let floor_of = (!fleet.args.skip_floor && last > base).then_some((base, last));
     let measured = load::interruptible(async {
         for n in shard_counts {
-            fleet.measure(n).await?;
+            fleet
+                .measure(n, floor_of.filter(|(_, of)| *of == n))
+                .await?;
         }
         Ok(())
     })
@@ -181,8 +194,9 @@ impl Fleet {
         Ok(())
     }
 
-    /// Every figure of one shard count, on servers and an app of its own.
-    async fn measure(&mut self, n: usize) -> Result<()> {
+    /// Every figure of one shard count, on servers and an app of its own; with `floor`
+    /// (the first shard count, this one), the floor's lines first.
+    async fn measure(&mut self, n: usize, floor: Option<(usize, usize)>) -> Result<()> {
         let server_count = self.args.servers.min(n);
         log(format!("{n} shards on {server_count} servers"));
         let dir = self.work.join(format!("n{n}"));
@@ -192,57 +206,22 @@ impl Fleet {
             let port = free_port(base.saturating_add(s as u16))?;
             servers.push(Server::start(&dir.join(format!("pg{s}")), port, 100).await?);
         }
-        let config = topology::write_config(n, self.args.pool, &servers, &dir).await?;
-
-        let started = Instant::now();
-        let migrate_log = dir.join("migrate.log");
-        let status = self
-            .app_command("bookmarks", &config)
-            .arg("migrate")
-            .stdin(Stdio::null())
-            .stdout(process::append_log(&migrate_log)?)
-            .stderr(process::append_log(&migrate_log)?)
-            .status()
-            .await
-            .context("cannot run bookmarks migrate")?;
-        if !status.success() {
-            eprint!(
-                "{}",
-                std::fs::read_to_string(&migrate_log).unwrap_or_default()
-            );
-            bail!("bookmarks migrate failed ({status})");
-        }
+        let config = topology::write_config(n, self.args.pool, &servers, &dir, "").await?;
+        let took = self.migrate(&config, &dir).await?;
         self.result(format!(
             "n={n} servers={server_count} migrate_s={:.2}",
-            started.elapsed().as_secs_f64()
+            took.as_secs_f64()
         ))?;
-
-        let app_port = free_port(24000)?;
-        let app = format!("http://127.0.0.1:{app_port}");
-        let app_log = dir.join("app.log");
-        let started = Instant::now();
-        let mut child = self
-            .app_command("bookmarks", &config)
-            .arg("serve")
-            .env_remove("RUST_LOG")
-            .env("BIND", format!("127.0.0.1:{app_port}"))
-            .stdin(Stdio::null())
-            .stdout(process::append_log(&app_log)?)
-            .stderr(process::append_log(&app_log)?)
-            .spawn()
-            .context("cannot start bookmarks serve")?;
-        let pid = child.id().context("bookmarks serve has no process id")?;
-        loop {
-            let ready = self.http.get(format!("{app}/ready")).send().await;
-            if ready.is_ok_and(|r| r.status().is_success()) {
-                break;
-            }
-            if let Some(status) = child.try_wait()? {
-                eprint!("{}", std::fs::read_to_string(&app_log).unwrap_or_default());
-                bail!("bookmarks serve exited ({status})");
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
+        if let Some((base, of)) = floor {
+            self.floor(base, of, &servers, &dir).await?;
         }
+
+        let started = Instant::now();
+        let Served {
+            mut child,
+            pid,
+            url: app,
+        } = self.serve(&config, &dir).await?;
         self.result(format!(
             "n={n} ready_s={:.2}",
             started.elapsed().as_secs_f64()
@@ -273,7 +252,8 @@ impl Fleet {
         // Twice: the first run meets pools that are not open yet on most shards, the
         // second the steady state.
         for run in ["first", "second"] {
-            self.measured_load(n, run, pid, &app, &dir).await?;
+            self.measured_load(&n.to_string(), run, pid, &app, &dir)
+                .await?;
         }
         let rss = status_kib(pid, "VmRSS")? / 1024;
         let peak = status_kib(pid, "VmHWM")? / 1024;
@@ -310,6 +290,87 @@ impl Fleet {
         Ok(())
     }
 
+    /// `bookmarks migrate` of `config`'s databases (its log in `dir`), timed.
+    async fn migrate(&self, config: &Path, dir: &Path) -> Result<Duration> {
+        let started = Instant::now();
+        let migrate_log = dir.join("migrate.log");
+        let status = self
+            .app_command("bookmarks", config)
+            .arg("migrate")
+            .stdin(Stdio::null())
+            .stdout(process::append_log(&migrate_log)?)
+            .stderr(process::append_log(&migrate_log)?)
+            .status()
+            .await
+            .context("cannot run bookmarks migrate")?;
+        if !status.success() {
+            eprint!(
+                "{}",
+                std::fs::read_to_string(&migrate_log).unwrap_or_default()
+            );
+            bail!("bookmarks migrate failed ({status})");
+        }
+        Ok(started.elapsed())
+    }
+
+    /// `bookmarks serve` of `config` (its log in `dir`), once its /ready says 200.
+    async fn serve(&self, config: &Path, dir: &Path) -> Result<Served> {
+        let port = free_port(24000)?;
+        let url = format!("http://127.0.0.1:{port}");
+        let app_log = dir.join("app.log");
+        let mut child = self
+            .app_command("bookmarks", config)
+            .arg("serve")
+            .env_remove("RUST_LOG")
+            .env("BIND", format!("127.0.0.1:{port}"))
+            .stdin(Stdio::null())
+            .stdout(process::append_log(&app_log)?)
+            .stderr(process::append_log(&app_log)?)
+            .spawn()
+            .context("cannot start bookmarks serve")?;
+        let pid = child.id().context("bookmarks serve has no process id")?;
+        loop {
+            let ready = self.http.get(format!("{url}/ready")).send().await;
+            if ready.is_ok_and(|r| r.status().is_success()) {
+                return Ok(Served { child, pid, url });
+            }
+            if let Some(status) = child.try_wait()? {
+                eprint!("{}", std::fs::read_to_string(&app_log).unwrap_or_default());
+                bail!("bookmarks serve exited ({status})");
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// The first shard count's (`base`) topology and measured loads on `of`'s servers,
+    /// beside its migrated databases: what the servers give without the app's shards.
+    async fn floor(
+        &mut self,
+        base: usize,
+        of: usize,
+        servers: &[Server],
+        dir: &Path,
+    ) -> Result<()> {
+        log(format!(
+            "the floor: {base} shards beside the {of} on their servers"
+        ));
+        let dir = dir.join("floor");
+        std::fs::create_dir_all(&dir)
+            .with_context(|| format!("cannot create {}", dir.display()))?;
+        let own = &servers[..self.args.servers.min(base).min(servers.len())];
+        let config = topology::write_config(base, self.args.pool, own, &dir, "floor_").await?;
+        self.migrate(&config, &dir).await?;
+        let mut app = self.serve(&config, &dir).await?;
+        for run in ["first", "second"] {
+            self.measured_load(&format!("{base}@{of}"), run, app.pid, &app.url, &dir)
+                .await?;
+        }
+        app.child
+            .kill()
+            .await
+            .context("cannot stop the floor's app")
+    }
+
     /// A release binary of the workspace, pointed at `config` and given the admin token.
     fn app_command(&self, binary: &str, config: &Path) -> tokio::process::Command {
         let mut command = process::command(release_binary(binary));
@@ -335,7 +396,7 @@ impl Fleet {
     /// shard count's), and CPU per request.
     async fn measured_load(
         &mut self,
-        n: usize,
+        n: &str,
         run: &'static str,
         pid: u32,
         app: &str,
@@ -389,57 +450,13 @@ impl Fleet {
             "n={n} load_{run} cpu_us_per_request app={app_cpu} machine={machine_cpu}"
         ))
     }
+}
 
-    /// Two timed 16-slot moves: between shards on one server, then across servers.
-    async fn moves(
-        &mut self,
-        n: usize,
-        server_count: usize,
-        config: &Path,
-        dir: &Path,
-    ) -> Result<()> {
-        // shard1 and shard(1 + servers) share a server; shard1 and shard2 do not.
-        for (from, to, what, offset) in [
-            (1, 1 + server_count, "same_server", 0),
-            (1, 2, "across_servers", 16),
-        ] {
-            let first = from * SLOTS / n + offset;
-            let move_log = dir.join(format!("move-{what}.log"));
-            let started = Instant::now();
-            let status = self
-                .app_command("move_slot", config)
-                .args([
-                    "run",
-                    "--from",
-                    &format!("shard{from}"),
-                    "--to",
-                    &format!("shard{to}"),
-                ])
-                .args([
-                    "--slots",
-                    &format!("{first}-{}", first + 15),
-                    "--confirm",
-                    "--grace",
-                    "1s",
-                ])
-                .stdin(Stdio::null())
-                .stdout(process::append_log(&move_log)?)
-                .stderr(process::append_log(&move_log)?)
-                .status()
-                .await
-                .context("cannot run move_slot")?;
-            let outcome = if status.success() {
-                format!("s={:.2}", started.elapsed().as_secs_f64())
-            } else {
-                self.keep = true;
-                format!("FAILED (see {})", move_log.display())
-            };
-            self.result(format!(
-                "n={n} move_16_slots {what} shard{from}->shard{to} {outcome}"
-            ))?;
-        }
-        Ok(())
-    }
+/// A running `bookmarks serve`.
+struct Served {
+    child: tokio::process::Child,
+    pid: u32,
+    url: String,
 }
 
 fn set_mode_755(path: &Path) -> Result<()> {

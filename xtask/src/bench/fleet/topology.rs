@@ -13,23 +13,25 @@ pub const SLOTS: usize = 16384;
 
 /// Creates the control database on the first server and `n` shard databases round robin
 /// (shard i on server i mod S), and writes the app's configuration for them in `dir`:
-/// `pool` connections per shard primary and one process.
+/// `pool` connections per shard primary and one process. Every database's name starts with
+/// `prefix`, so that a second topology can share the servers.
 pub async fn write_config(
     n: usize,
     pool: usize,
     servers: &[Server],
     dir: &Path,
+    prefix: &str,
 ) -> Result<PathBuf> {
     let first = servers.first().context("no server to hold the databases")?;
     first
         .execute(
             "postgres",
             "postgres",
-            "CREATE DATABASE control OWNER bookmarks",
+            &format!("CREATE DATABASE {prefix}control OWNER bookmarks"),
         )
         .await?;
     let mut toml = format!(
-        "[database]\nprimary_url = \"postgres://bookmarks:bookmarks@127.0.0.1:{}/control?connect_timeout=2\"\n\
+        "[database]\nprimary_url = \"postgres://bookmarks:bookmarks@127.0.0.1:{}/{prefix}control?connect_timeout=2\"\n\
          pool_size = 8\nprimary_pool_size = {pool}\nprocesses = 1\n\n",
         first.port
     );
@@ -39,14 +41,14 @@ pub async fn write_config(
             .execute(
                 "postgres",
                 "postgres",
-                &format!("CREATE DATABASE shard{i} OWNER bookmarks"),
+                &format!("CREATE DATABASE {prefix}shard{i} OWNER bookmarks"),
             )
             .await?;
         let (low, high) = (i * SLOTS / n, (i + 1) * SLOTS / n - 1);
         write!(
             toml,
             "[[database.shards]]\nname = \"shard{i}\"\n\
-             primary_url = \"postgres://bookmarks:bookmarks@127.0.0.1:{}/shard{i}?connect_timeout=2\"\n\
+             primary_url = \"postgres://bookmarks:bookmarks@127.0.0.1:{}/{prefix}shard{i}?connect_timeout=2\"\n\
              slots = [\"{low}-{high}\"]\n\n",
             server.port
         )?;
