@@ -81,6 +81,23 @@ pub fn append_log(path: &std::path::Path) -> Result<std::fs::File> {
         .with_context(|| format!("cannot open {}", path.display()))
 }
 
+/// Runs `command` to its end, its output appended to `log`; when it fails, prints the log
+/// and says that `what` failed.
+pub async fn run_logged(command: &mut Command, log: &std::path::Path, what: &str) -> Result<()> {
+    let status = command
+        .stdin(Stdio::null())
+        .stdout(append_log(log)?)
+        .stderr(append_log(log)?)
+        .status()
+        .await
+        .with_context(|| format!("cannot run {what}"))?;
+    if !status.success() {
+        eprint!("{}", std::fs::read_to_string(log).unwrap_or_default());
+        bail!("{what} failed ({status})");
+    }
+    Ok(())
+}
+
 /// Runs `command` to its end; its stdout, or an error naming it with what it printed.
 pub async fn output(command: &mut Command) -> Result<String> {
     let shown = describe(command);

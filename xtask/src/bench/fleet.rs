@@ -18,9 +18,10 @@
 //!   4 shards  `--load4` (60 s) of load on 4 tenants, which live on at most 4 shards, then
 //!             the connections the app holds on each server (pg_stat_activity);
 //!   load      loadgen, open loop, `--rate` requests/s for `--duration` on `--tenants`
-//!             tenants with `--prefill` bookmarks each, twice (pools cold on most shards,
-//!             then warm): list, get and create p99 (and their ratio to the first shard
-//!             count's), and the CPU per request of the app and of the whole machine;
+//!             tenants with `--prefill` bookmarks each, `--rounds` times (pools cold on
+//!             most shards, then warm): list, get and create p99 (and their ratio to the
+//!             first shard count's), the CPU per request of the app and of the whole
+//!             machine; then the warm rounds' median p99 and its ratio;
 //!   rss       the app's resident memory after the load, and its peak;
 //!   /ready    wrk flooding /ready for 10 s: requests/s and the probes they caused;
 //!   fan-out   the admin page and /api/stats, each asked 5 times (the slowest is printed),
@@ -79,6 +80,10 @@ pub struct Args {
     /// How long each measured load runs.
     #[arg(long, env = "DURATION", default_value = "30s", value_parser = humantime::parse_duration)]
     duration: Duration,
+    /// Measured loads per shard count: the first meets cold pools, the rest (`warm1`, …)
+    /// the steady state, whose median p99 is printed too.
+    #[arg(long, env = "ROUNDS", default_value_t = 2, value_parser = clap::value_parser!(u32).range(2..))]
+    rounds: u32,
     /// How long the load on 4 tenants runs before the connections are counted.
     #[arg(long, env = "LOAD4", default_value = "60s", value_parser = humantime::parse_duration)]
     load4: Duration,
@@ -92,6 +97,9 @@ pub struct Args {
     #[arg(long, env = "SKIP_BUILD", value_parser = clap::builder::FalseyValueParser::new())]
     skip_build: bool,
 }
+
+/// The measured operations, in the order the lines print them.
+const OPERATIONS: [&str; 3] = ["list", "get", "create"];
 
 fn log(message: impl std::fmt::Display) {
     eprintln!("== {message}");
@@ -175,7 +183,7 @@ struct Fleet {
     http: reqwest::Client,
     results: Vec<String>,
     /// The first shard count's p99 per (load, operation), as printed ("n/a" without one).
-    base_p99: HashMap<(&'static str, &'static str), String>,
+    base_p99: HashMap<(String, &'static str), String>,
     keep: bool,
 }
 
@@ -249,12 +257,7 @@ impl Fleet {
             "n={n} load_4_tenants shards_touched={shards_touched} connections_per_server={held}"
         ))?;
 
-        // Twice: the first run meets pools that are not open yet on most shards, the
-        // second the steady state.
-        for run in ["first", "second"] {
-            self.measured_load(&n.to_string(), run, pid, &app, &dir)
-                .await?;
-        }
+        self.measured_loads(&n.to_string(), pid, &app, &dir).await?;
         let rss = status_kib(pid, "VmRSS")? / 1024;
         let peak = status_kib(pid, "VmHWM")? / 1024;
         let held = app_connections(&servers).await?;
@@ -293,23 +296,9 @@ impl Fleet {
     /// `bookmarks migrate` of `config`'s databases (its log in `dir`), timed.
     async fn migrate(&self, config: &Path, dir: &Path) -> Result<Duration> {
         let started = Instant::now();
-        let migrate_log = dir.join("migrate.log");
-        let status = self
-            .app_command("bookmarks", config)
-            .arg("migrate")
-            .stdin(Stdio::null())
-            .stdout(process::append_log(&migrate_log)?)
-            .stderr(process::append_log(&migrate_log)?)
-            .status()
-            .await
-            .context("cannot run bookmarks migrate")?;
-        if !status.success() {
-            eprint!(
-                "{}",
-                std::fs::read_to_string(&migrate_log).unwrap_or_default()
-            );
-            bail!("bookmarks migrate failed ({status})");
-        }
+        let mut migrate = self.app_command("bookmarks", config);
+        migrate.arg("migrate");
+        process::run_logged(&mut migrate, &dir.join("migrate.log"), "bookmarks migrate").await?;
         Ok(started.elapsed())
     }
 
@@ -361,10 +350,8 @@ impl Fleet {
         let config = topology::write_config(base, self.args.pool, own, &dir, "floor_").await?;
         self.migrate(&config, &dir).await?;
         let mut app = self.serve(&config, &dir).await?;
-        for run in ["first", "second"] {
-            self.measured_load(&format!("{base}@{of}"), run, app.pid, &app.url, &dir)
-                .await?;
-        }
+        self.measured_loads(&format!("{base}@{of}"), app.pid, &app.url, &dir)
+            .await?;
         app.child
             .kill()
             .await
@@ -392,16 +379,60 @@ impl Fleet {
         })
     }
 
-    /// One of the two measured loads: errors, p99 per operation (and ratio to the first
-    /// shard count's), and CPU per request.
+    /// `--rounds` measured loads: the first meets pools that are not open yet on most
+    /// shards, the others the steady state; then the warm rounds' median p99.
+    async fn measured_loads(&mut self, n: &str, pid: u32, app: &str, dir: &Path) -> Result<()> {
+        let mut warm: Vec<[Option<f64>; 3]> = Vec::new();
+        for round in 0..self.args.rounds {
+            let run = match round {
+                0 => "first".to_owned(),
+                r => format!("warm{r}"),
+            };
+            let p99 = self.measured_load(n, &run, pid, app, dir).await?;
+            if round > 0 {
+                warm.push(p99);
+            }
+        }
+        let mut line = format!("n={n} warm_median");
+        for (i, op) in OPERATIONS.iter().enumerate() {
+            let mut values: Vec<f64> = warm.iter().filter_map(|p| p[i]).collect();
+            values.sort_by(f64::total_cmp);
+            let median = match values.len() {
+                0 => None,
+                len if len % 2 == 1 => Some(values[len / 2]),
+                len => Some((values[len / 2 - 1] + values[len / 2]) / 2.0),
+            };
+            let ratio = self.ratio("warm_median", op, median);
+            let shown = median.map_or_else(|| "n/a".to_owned(), |v| format!("{v:.3}"));
+            write!(line, " {op}_p99_ms={shown} (x{ratio})")?;
+        }
+        self.result(line)
+    }
+
+    /// `value`'s ratio to the first shard count's for the same run and operation (the first
+    /// value seen for it is that base).
+    fn ratio(&mut self, run: &str, op: &'static str, value: Option<f64>) -> String {
+        let shown = value.map_or_else(|| "n/a".to_owned(), |v| v.to_string());
+        let base = self
+            .base_p99
+            .entry((run.to_owned(), op))
+            .or_insert(shown.clone());
+        match (shown.parse::<f64>(), base.parse::<f64>()) {
+            (Ok(v), Ok(b)) if b > 0.0 => format!("{:.2}", v / b),
+            _ => "n/a".to_owned(),
+        }
+    }
+
+    /// One measured load: errors, p99 per operation (and ratio to the first shard
+    /// count's), and CPU per request. Returns the p99s, in [`OPERATIONS`]' order.
     async fn measured_load(
         &mut self,
         n: &str,
-        run: &'static str,
+        run: &str,
         pid: u32,
         app: &str,
         dir: &Path,
-    ) -> Result<()> {
+    ) -> Result<[Option<f64>; 3]> {
         let config = loadgen::Config {
             tenants: self.args.tenants,
             prefill: self.args.prefill,
@@ -419,19 +450,13 @@ impl Fleet {
             "n={n} load_{run} rate={} tenants={} errors={errors}",
             self.args.rate, self.args.tenants
         );
-        for op in ["list", "get", "create"] {
-            let p99 = load::row(&report.operations, op)
-                .and_then(|row| row.p99_ms)
-                .map_or_else(|| "n/a".to_owned(), |v| v.to_string());
-            let base = self
-                .base_p99
-                .entry((run, op))
-                .or_insert_with(|| p99.clone());
-            let ratio = match (p99.parse::<f64>(), base.parse::<f64>()) {
-                (Ok(v), Ok(b)) if b > 0.0 => format!("{:.2}", v / b),
-                _ => "n/a".to_owned(),
-            };
-            write!(line, " {op}_p99_ms={p99} (x{ratio})")?;
+        let mut p99s = [None; 3];
+        for (i, op) in OPERATIONS.iter().enumerate() {
+            let p99 = load::row(&report.operations, op).and_then(|row| row.p99_ms);
+            p99s[i] = p99;
+            let ratio = self.ratio(run, op, p99);
+            let shown = p99.map_or_else(|| "n/a".to_owned(), |v| v.to_string());
+            write!(line, " {op}_p99_ms={shown} (x{ratio})")?;
         }
         self.result(line)?;
         // CPU per request: the app's own, and the whole machine's (the app, Postgres and
@@ -448,7 +473,8 @@ impl Fleet {
         let machine_cpu = per_request(machine_busy_ticks()? - busy_before);
         self.result(format!(
             "n={n} load_{run} cpu_us_per_request app={app_cpu} machine={machine_cpu}"
-        ))
+        ))?;
+        Ok(p99s)
     }
 }
 

@@ -121,19 +121,9 @@ async fn measure(args: &Args, app_bin: &Path, work: &Path) -> Result<String> {
     );
     std::fs::write(&config, toml).with_context(|| format!("cannot write {}", config.display()))?;
 
-    let migrate_log = work.join("migrate.log");
-    let status = app_command(app_bin, &config, &migrate_log)?
-        .arg("migrate")
-        .status()
-        .await
-        .context("cannot run bookmarks migrate")?;
-    if !status.success() {
-        eprint!(
-            "{}",
-            std::fs::read_to_string(&migrate_log).unwrap_or_default()
-        );
-        bail!("bookmarks migrate failed ({status})");
-    }
+    let mut migrate = process::app_command(app_bin);
+    migrate.arg("--config").arg(&config).arg("migrate");
+    process::run_logged(&mut migrate, &work.join("migrate.log"), "bookmarks migrate").await?;
 
     log(format!(
         "seeding {} bookmarks for the whale and 1000 for a minnow",
