@@ -12,8 +12,9 @@
 //! (`search_wakeup.armed`), looks once more, and waits on `LISTEN search_pending`; the first
 //! write to mark a row after that disarms it and notifies (a NOTIFY serializes the commits
 //! of the transactions that send one, so only that one write sends it). The leader waits a
-//! few milliseconds more (a burst goes in one batch), then indexes. A poll every second is
-//! only the backstop. While a backlog remains it paces itself: batches take at most
+//! few milliseconds more (a burst goes in one batch), then indexes. A poll every 5 seconds
+//! is only the backstop (for a disarming write that rolled back): a fleet's idle shards
+//! each cost a statement per poll, so it is not more often. While a backlog remains it paces itself: batches take at most
 //! [`ReindexOptions::duty`] of its time, so that a burst of writes does not take the shard
 //! from the requests that made it.
 
@@ -54,7 +55,7 @@ impl Default for ReindexOptions {
     fn default() -> Self {
         Self {
             batch_size: 500,
-            idle_poll: Duration::from_secs(1),
+            idle_poll: Duration::from_secs(5),
             debounce: Duration::from_millis(5),
             duty: 0.5,
             follower_retry: Duration::from_secs(1),
@@ -262,7 +263,12 @@ async fn step(
         if pending {
             Next::Pause(Duration::ZERO)
         } else {
-            Next::Wakeup
+            // Nothing pending is all `observe` would find: no statement for it. An idle
+            // leader then costs its shard one statement per backstop poll.
+            state.pending.store(0, Ordering::Relaxed);
+            state.lag_ms.store(0, Ordering::Relaxed);
+            state.analyzed_at.store(0, Ordering::Relaxed);
+            return Ok(Next::Wakeup);
         }
     };
     observe(client, state).await?;

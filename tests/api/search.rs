@@ -421,7 +421,7 @@ async fn on_an_idle_app_a_write_is_indexed_and_a_job_started_within_100_ms_not_a
     let app = TestApp::spawn(layout.settings(), "wakeups").await;
     let headers = app.tenant("hooli").await;
     // The reindexer leads, finds nothing to do, and sleeps until a write wakes it: each
-    // measurement starts from an idle shard (the backstop poll is a second away), seen as
+    // measurement starts from an idle shard (the backstop poll is seconds away), seen as
     // the leader's wakeup armed with nothing pending.
     let (port, db) = port_of(&layout, &hash_shard(&app.settings, "hooli"));
     let idle = "SELECT armed AND NOT EXISTS (SELECT 1 FROM search_pending) FROM search_wakeup";
