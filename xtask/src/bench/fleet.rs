@@ -15,6 +15,8 @@
 //!             that the servers alone give, without the app's N shards;
 //!   ready     `bookmarks serve` from its start to the first 200 of /ready;
 //!   idle      the app's CPU over 10 s of doing nothing;
+//!   follower  a `bookmarks worker` beside it, which leads no shard: its reindexer
+//!             sessions on each server and its CPU over 10 s of doing nothing;
 //!   4 shards  `--load4` (60 s) of load on 4 tenants, which live on at most 4 shards, then
 //!             the connections the app holds on each server (pg_stat_activity);
 //!   load      loadgen, open loop, `--rate` requests/s for `--duration` on `--tenants`
@@ -45,6 +47,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 
+mod follower;
 mod moves;
 mod probes;
 mod procfs;
@@ -241,6 +244,7 @@ impl Fleet {
         tokio::time::sleep(Duration::from_secs(10)).await;
         let idle = (cpu_ticks(pid)? - before) / self.clock_ticks * 10.0;
         self.result(format!("n={n} idle_cpu_pct={idle:.1}"))?;
+        self.follower(n, &servers, &config, &dir).await?;
 
         let config4 = loadgen::Config {
             tenants: 4,
