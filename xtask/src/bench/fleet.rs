@@ -42,17 +42,19 @@ use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
-use std::process::{ExitCode, Stdio};
+use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 
+mod app;
 mod follower;
 mod moves;
 mod probes;
 mod procfs;
 mod topology;
 
+use self::app::Served;
 use self::procfs::{clock_ticks, cpu_ticks, machine_busy_ticks, status_kib};
 use self::topology::app_connections;
 use super::load;
@@ -297,44 +299,6 @@ impl Fleet {
         Ok(())
     }
 
-    /// `bookmarks migrate` of `config`'s databases (its log in `dir`), timed.
-    async fn migrate(&self, config: &Path, dir: &Path) -> Result<Duration> {
-        let started = Instant::now();
-        let mut migrate = self.app_command("bookmarks", config);
-        migrate.arg("migrate");
-        process::run_logged(&mut migrate, &dir.join("migrate.log"), "bookmarks migrate").await?;
-        Ok(started.elapsed())
-    }
-
-    /// `bookmarks serve` of `config` (its log in `dir`), once its /ready says 200.
-    async fn serve(&self, config: &Path, dir: &Path) -> Result<Served> {
-        let port = free_port(24000)?;
-        let url = format!("http://127.0.0.1:{port}");
-        let app_log = dir.join("app.log");
-        let mut child = self
-            .app_command("bookmarks", config)
-            .arg("serve")
-            .env_remove("RUST_LOG")
-            .env("BIND", format!("127.0.0.1:{port}"))
-            .stdin(Stdio::null())
-            .stdout(process::append_log(&app_log)?)
-            .stderr(process::append_log(&app_log)?)
-            .spawn()
-            .context("cannot start bookmarks serve")?;
-        let pid = child.id().context("bookmarks serve has no process id")?;
-        loop {
-            let ready = self.http.get(format!("{url}/ready")).send().await;
-            if ready.is_ok_and(|r| r.status().is_success()) {
-                return Ok(Served { child, pid, url });
-            }
-            if let Some(status) = child.try_wait()? {
-                eprint!("{}", std::fs::read_to_string(&app_log).unwrap_or_default());
-                bail!("bookmarks serve exited ({status})");
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    }
-
     /// The first shard count's (`base`) topology and measured loads on `of`'s servers,
     /// beside its migrated databases: what the servers give without the app's shards.
     async fn floor(
@@ -360,15 +324,6 @@ impl Fleet {
             .kill()
             .await
             .context("cannot stop the floor's app")
-    }
-
-    /// A release binary of the workspace, pointed at `config` and given the admin token.
-    fn app_command(&self, binary: &str, config: &Path) -> tokio::process::Command {
-        let mut command = process::command(release_binary(binary));
-        command
-            .env("AUTUMN_CONFIG", config)
-            .env("ADMIN_TOKEN", &self.admin_token);
-        command
     }
 
     /// loadgen against the app, with an API key per tenant, list 60 / get 20 / create 20.
@@ -480,13 +435,6 @@ impl Fleet {
         ))?;
         Ok(p99s)
     }
-}
-
-/// A running `bookmarks serve`.
-struct Served {
-    child: tokio::process::Child,
-    pid: u32,
-    url: String,
 }
 
 fn set_mode_755(path: &Path) -> Result<()> {

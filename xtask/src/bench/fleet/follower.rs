@@ -4,15 +4,13 @@
 //! nothing, and the whole machine's meanwhile (the servers' included).
 
 use std::path::Path;
-use std::process::Stdio;
 use std::time::Duration;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 
 use super::Fleet;
 use super::procfs::{cpu_ticks, machine_busy_ticks};
 use crate::postgres::Server;
-use crate::process;
 
 /// `application_name` of the follower's reindexer sessions (the app's prefix, its instance).
 const SESSIONS: &str = "bookmarks-reindexer/follower";
@@ -27,17 +25,12 @@ impl Fleet {
         config: &Path,
         dir: &Path,
     ) -> Result<()> {
-        let log = dir.join("follower.log");
-        let mut child = self
-            .app_command("bookmarks", config)
-            .arg("worker")
-            .env("INSTANCE_NAME", "follower")
-            .stdin(Stdio::null())
-            .stdout(process::append_log(&log)?)
-            .stderr(process::append_log(&log)?)
-            .spawn()
-            .context("cannot start bookmarks worker")?;
-        let pid = child.id().context("bookmarks worker has no process id")?;
+        let mut follower = self.start(
+            "worker",
+            config,
+            &[("INSTANCE_NAME", "follower".to_owned())],
+            &dir.join("follower.log"),
+        )?;
         let count =
             format!("SELECT count(*) FROM pg_stat_activity WHERE application_name = '{SESSIONS}'");
         let per_server = loop {
@@ -49,19 +42,20 @@ impl Fleet {
             if total >= n {
                 break counts.join(" ");
             }
-            if let Some(status) = child.try_wait()? {
-                eprint!("{}", std::fs::read_to_string(&log).unwrap_or_default());
-                bail!("bookmarks worker exited ({status})");
-            }
+            follower.still_running()?;
             tokio::time::sleep(Duration::from_millis(100)).await;
         };
         // Its own CPU, and the whole machine's (the app, the servers), both doing nothing.
-        let before = cpu_ticks(pid)?;
+        let before = cpu_ticks(follower.pid)?;
         let machine_before = machine_busy_ticks()?;
         tokio::time::sleep(Duration::from_secs(10)).await;
-        let idle = (cpu_ticks(pid)? - before) / self.clock_ticks * 10.0;
+        let idle = (cpu_ticks(follower.pid)? - before) / self.clock_ticks * 10.0;
         let machine = (machine_busy_ticks()? - machine_before) / self.clock_ticks * 10.0;
-        child.kill().await.context("cannot stop bookmarks worker")?;
+        follower
+            .child
+            .kill()
+            .await
+            .context("cannot stop bookmarks worker")?;
         self.result(format!(
             "n={n} follower sessions_per_server={per_server} idle_cpu_pct={idle:.1} \
              machine_cpu_pct={machine:.1}"
