@@ -54,7 +54,6 @@ mod probes;
 mod procfs;
 mod topology;
 
-use self::app::Served;
 use self::procfs::{clock_ticks, cpu_ticks, machine_busy_ticks, status_kib};
 use self::topology::app_connections;
 use super::load;
@@ -230,11 +229,8 @@ impl Fleet {
         }
 
         let started = Instant::now();
-        let Served {
-            mut child,
-            pid,
-            url: app,
-        } = self.serve(&config, &dir).await?;
+        let served = self.serve(&config, &dir).await?;
+        let (mut child, pid, app) = (served.child, served.pid, served.url);
         self.result(format!(
             "n={n} ready_s={:.2}",
             started.elapsed().as_secs_f64()
