@@ -9,7 +9,7 @@ use diesel::QueryableByName;
 use diesel::sql_types::{Bool, Text};
 use diesel_async::RunQueryDsl;
 
-use super::pool::{AfterCheck, PgConn, PgPool, close};
+use super::pool::{AfterCheck, PgConn, PgPool};
 use super::roles::PRIVILEGED;
 
 /// The outcome of probing one database.
@@ -74,9 +74,7 @@ pub async fn probe(
             }
         };
         let probe = probe_inner(&mut conn, expect_replica, expected, prelude).await;
-        if after == AfterCheck::Close {
-            close(conn);
-        }
+        after.done_with(conn);
         probe
     };
     match tokio::time::timeout(timeout, checks).await {

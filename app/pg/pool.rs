@@ -68,20 +68,24 @@ impl DerefMut for Pooled {
     }
 }
 
-/// Closes a checked-out connection instead of handing it back: for the rare checks (at
-/// start-up, readiness's full check of a shard) that must not keep an idle shard's pool
-/// open until the idle reaper comes by.
-pub fn close(conn: PgConn) {
-    drop(deadpool::managed::Object::take(conn));
-}
-
 /// What a check does with its connection once it is done.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AfterCheck {
     /// Back to the pool: a check that runs often, on a pool that stays in use.
     Return,
-    /// Closed ([`close`]): a check that runs rarely.
+    /// Closed instead of handed back: a check that runs rarely (at start-up, readiness's
+    /// full check of a shard) must not keep an idle shard's pool open until the idle
+    /// reaper comes by.
     Close,
+}
+
+impl AfterCheck {
+    /// Done with `conn`: back to its pool, or closed.
+    pub fn done_with(self, conn: PgConn) {
+        if self == AfterCheck::Close {
+            drop(deadpool::managed::Object::take(conn));
+        }
+    }
 }
 
 /// diesel-async's manager, with each connection's settled statement beside it.

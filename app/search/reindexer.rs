@@ -14,9 +14,9 @@
 //! of the transactions that send one, so only that one write sends it). The leader waits a
 //! few milliseconds more (a burst goes in one batch), then indexes. A poll every 5 seconds
 //! is only the backstop (for a disarming write that rolled back): a fleet's idle shards
-//! each cost a statement per poll, so it is not more often. While a backlog remains it paces itself: batches take at most
-//! [`ReindexOptions::duty`] of its time, so that a burst of writes does not take the shard
-//! from the requests that made it.
+//! each cost a statement per poll, so it is not more often. While a backlog remains it
+//! paces itself: batches take at most [`ReindexOptions::duty`] of its time, so that a
+//! burst of writes does not take the shard from the requests that made it.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};

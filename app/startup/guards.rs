@@ -11,7 +11,7 @@ use crate::admin::AdminToken;
 use crate::configuration::secret::{self, GeneratedSecret, Secret};
 use crate::configuration::{AuthMode, Settings};
 use crate::pg::control::ControlLookups;
-use crate::pg::pool::{AfterCheck, CheckoutError, PgPool, close};
+use crate::pg::pool::{AfterCheck, CheckoutError, PgPool};
 use crate::sharding::budget::{self, Verdict};
 use crate::sharding::row_security::{APP_ROLE, Acting, acting};
 use crate::sharding::{ShardSet, Topology};
@@ -67,9 +67,7 @@ async fn ask_acting(
     tokio::time::timeout(bound, async {
         let mut conn = pool.get().await?;
         let asked = acting(&mut conn).await?;
-        if after == AfterCheck::Close {
-            close(conn);
-        }
+        after.done_with(conn);
         Ok(asked)
     })
     .await
