@@ -186,8 +186,8 @@ struct Fleet {
     clock_ticks: f64,
     http: reqwest::Client,
     results: Vec<String>,
-    /// The first shard count's p99 per (load, operation), as printed ("n/a" without one).
-    base_p99: HashMap<(String, &'static str), String>,
+    /// The first shard count's p99 per (load, operation), None without one.
+    base_p99: HashMap<(String, &'static str), Option<f64>>,
     keep: bool,
 }
 
@@ -229,8 +229,8 @@ impl Fleet {
         }
 
         let started = Instant::now();
-        let served = self.serve(&config, &dir).await?;
-        let (mut child, pid, app) = (served.child, served.pid, served.url);
+        let (mut served, app) = self.serve(&config, &dir).await?;
+        let pid = served.pid;
         self.result(format!(
             "n={n} ready_s={:.2}",
             started.elapsed().as_secs_f64()
@@ -290,7 +290,11 @@ impl Fleet {
         let fanout = probes::fanout(&self.http, &self.admin_token, &app).await;
         self.result(format!("n={n} fanout_server_down {fanout}"))?;
 
-        child.kill().await.context("cannot stop bookmarks serve")?;
+        served
+            .child
+            .kill()
+            .await
+            .context("cannot stop bookmarks serve")?;
         drop(servers);
         Ok(())
     }
@@ -313,8 +317,8 @@ impl Fleet {
         let own = &servers[..self.args.servers.min(base).min(servers.len())];
         let config = topology::write_config(base, self.args.pool, own, &dir, "floor_").await?;
         self.migrate(&config, &dir).await?;
-        let mut app = self.serve(&config, &dir).await?;
-        self.measured_loads(&format!("{base}@{of}"), app.pid, &app.url, &dir)
+        let (mut app, url) = self.serve(&config, &dir).await?;
+        self.measured_loads(&format!("{base}@{of}"), app.pid, &url, &dir)
             .await?;
         app.child
             .kill()
@@ -367,13 +371,9 @@ impl Fleet {
     /// `value`'s ratio to the first shard count's for the same run and operation (the first
     /// value seen for it is that base).
     fn ratio(&mut self, run: &str, op: &'static str, value: Option<f64>) -> String {
-        let shown = value.map_or_else(|| "n/a".to_owned(), |v| v.to_string());
-        let base = self
-            .base_p99
-            .entry((run.to_owned(), op))
-            .or_insert(shown.clone());
-        match (shown.parse::<f64>(), base.parse::<f64>()) {
-            (Ok(v), Ok(b)) if b > 0.0 => format!("{:.2}", v / b),
+        let base = *self.base_p99.entry((run.to_owned(), op)).or_insert(value);
+        match (value, base) {
+            (Some(v), Some(b)) if b > 0.0 => format!("{:.2}", v / b),
             _ => "n/a".to_owned(),
         }
     }

@@ -21,8 +21,9 @@ impl Fleet {
         Ok(started.elapsed())
     }
 
-    /// `bookmarks serve` of `config` (its log in `dir`), once its /ready says 200.
-    pub(super) async fn serve(&self, config: &Path, dir: &Path) -> Result<Served> {
+    /// `bookmarks serve` of `config` (its log in `dir`), once its /ready says 200, and its
+    /// URL.
+    pub(super) async fn serve(&self, config: &Path, dir: &Path) -> Result<(Started, String)> {
         let port = free_port(24000)?;
         let url = format!("http://127.0.0.1:{port}");
         let mut app = self.start(
@@ -34,11 +35,7 @@ impl Fleet {
         loop {
             let ready = self.http.get(format!("{url}/ready")).send().await;
             if ready.is_ok_and(|r| r.status().is_success()) {
-                return Ok(Served {
-                    child: app.child,
-                    pid: app.pid,
-                    url,
-                });
+                return Ok((app, url));
             }
             app.still_running()?;
             tokio::time::sleep(Duration::from_millis(50)).await;
@@ -101,11 +98,4 @@ impl Started {
         }
         Ok(())
     }
-}
-
-/// A running `bookmarks serve`.
-pub(super) struct Served {
-    pub(super) child: tokio::process::Child,
-    pub(super) pid: u32,
-    pub(super) url: String,
 }
